@@ -1,0 +1,269 @@
+#!/usr/bin/env bash
+# A real local Kubernetes control plane: etcd, kube-apiserver (RBAC on), kube-controller-manager,
+# kube-scheduler and kwok with fake nodes, all on free loopback ports.
+#
+#   hack/cluster.sh up   [--dir DIR] [--owner-pid PID]   start (a no-op if DIR's cluster is up)
+#   hack/cluster.sh down [--dir DIR]                     stop exactly what `up` started, remove data
+#   hack/cluster.sh env  [--dir DIR]                     print shell exports for kubectl and tests
+#
+# DIR defaults to target/cluster. With --owner-pid, the cluster stops itself when that process
+# exits (how a test run that started its own cluster cleans up, even when it is killed).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+cmd=${1:-}
+shift || true
+DIR="$REPO_ROOT/target/cluster"
+OWNER_PID=""
+NODES="${KWOK_NODES:-2}"
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --dir) DIR=$2; shift 2 ;;
+    --owner-pid) OWNER_PID=$2; shift 2 ;;
+    *) die "unknown argument: $1" ;;
+  esac
+done
+mkdir -p "$DIR"
+DIR="$(cd "$DIR" && pwd)"
+KUBECONFIG_FILE="$DIR/kubeconfig"
+PKI="$DIR/pki"
+ORIG_PATH=$PATH
+export PATH="$TOOLS_PATH:$PATH"
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# The pid files of the processes this cluster started, in start order.
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+
+running() { [[ -f "$DIR/$1.pid" ]] && kill -0 "$(cat "$DIR/$1.pid")" 2>/dev/null; }
+
+all_running() {
+  local c
+  for c in "${COMPONENTS[@]}"; do running "$c" || return 1; done
+  [[ -f "$KUBECONFIG_FILE" ]]
+}
+
+# start NAME COMMAND...: run in the background with its own log and pid file.
+start() {
+  local name=$1
+  shift
+  "$@" >"$DIR/logs/$name.log" 2>&1 &
+  echo $! >"$DIR/$name.pid"
+}
+
+fail_with_log() {
+  local name=$1 why=$2
+  printf 'error: %s %s; last lines of %s:\n' "$name" "$why" "$DIR/logs/$name.log" >&2
+  tail -n 25 "$DIR/logs/$name.log" >&2 || true
+  stop_all
+  exit 1
+}
+
+# wait_for NAME SECONDS COMMAND...: until COMMAND succeeds, while NAME's process lives.
+wait_for() {
+  local name=$1 deadline=$((SECONDS + $2))
+  shift 2
+  until "$@" >/dev/null 2>&1; do
+    running "$name" || fail_with_log "$name" "exited during startup"
+    ((SECONDS < deadline)) || fail_with_log "$name" "was not ready within $2s"
+    sleep 0.5
+  done
+}
+
+gen_pki() {
+  [[ -f "$PKI/admin.crt" ]] && return 0
+  mkdir -p "$PKI"
+  (
+    cd "$PKI"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 \
+      -subj "/CN=agent-supervisor-test-ca" 2>/dev/null
+    openssl genrsa -out sa.key 2048 2>/dev/null
+    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+    # Serving certificate for 127.0.0.1 and the in-cluster names.
+    openssl req -newkey rsa:2048 -nodes -keyout apiserver.key -out apiserver.csr \
+      -subj "/CN=kube-apiserver" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n' >apiserver.ext
+    openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+      -out apiserver.crt -days 3650 -extfile apiserver.ext 2>/dev/null
+    # Cluster-admin client certificate (group system:masters).
+    openssl req -newkey rsa:2048 -nodes -keyout admin.key -out admin.csr \
+      -subj "/O=system:masters/CN=admin" 2>/dev/null
+    printf 'extendedKeyUsage=clientAuth\n' >client.ext
+    openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+      -out admin.crt -days 3650 -extfile client.ext 2>/dev/null
+  )
+}
+
+write_kubeconfig() {
+  local port=$1
+  cat >"$KUBECONFIG_FILE" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: https://127.0.0.1:$port
+    certificate-authority: $PKI/ca.crt
+users:
+- name: admin
+  user:
+    client-certificate: $PKI/admin.crt
+    client-key: $PKI/admin.key
+contexts:
+- name: local
+  context: {cluster: local, user: admin}
+current-context: local
+KC
+}
+
+fake_node() {
+  cat <<NODE
+apiVersion: v1
+kind: Node
+metadata:
+  name: $1
+  annotations:
+    kwok.x-k8s.io/node: fake
+  labels:
+    kubernetes.io/hostname: $1
+    kubernetes.io/os: linux
+    kubernetes.io/arch: amd64
+    type: kwok
+status:
+  allocatable: {cpu: "32", memory: 256Gi, pods: "1000"}
+  capacity: {cpu: "32", memory: 256Gi, pods: "1000"}
+NODE
+}
+
+up() {
+  if all_running; then
+    log "cluster in $DIR is already up"
+    return 0
+  fi
+  stop_all
+  for bin in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok; do
+    command -v "$bin" >/dev/null || die "$bin not found; run 'make tools' first"
+  done
+  local t0=$SECONDS
+  mkdir -p "$DIR/logs"
+  gen_pki
+
+  local etcd_port peer_port api_port
+  etcd_port=$(free_port)
+  peer_port=$(free_port)
+  api_port=$(free_port)
+
+  log "starting etcd on 127.0.0.1:$etcd_port"
+  start etcd etcd --name=local --data-dir="$DIR/etcd" --unsafe-no-fsync \
+    --listen-client-urls="http://127.0.0.1:$etcd_port" --advertise-client-urls="http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls="http://127.0.0.1:$peer_port" --initial-advertise-peer-urls="http://127.0.0.1:$peer_port" \
+    --initial-cluster="local=http://127.0.0.1:$peer_port" --listen-metrics-urls="" \
+    --quota-backend-bytes=4294967296 --log-level=warn
+  wait_for etcd 60 curl -sf "http://127.0.0.1:$etcd_port/health"
+
+  # Every request is audited at Metadata level: tests count who wrote what (user, user agent, verb).
+  cat >"$DIR/audit-policy.yaml" <<'AUDIT'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+AUDIT
+
+  log "starting kube-apiserver on 127.0.0.1:$api_port (RBAC on)"
+  start kube-apiserver kube-apiserver --etcd-servers="http://127.0.0.1:$etcd_port" \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$api_port" \
+    --cert-dir="$DIR/apiserver" --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
+    --client-ca-file="$PKI/ca.crt" --authorization-mode=RBAC \
+    --service-cluster-ip-range=10.96.0.0/16 --endpoint-reconciler-type=none \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
+    --audit-policy-file="$DIR/audit-policy.yaml" --audit-log-path="$DIR/logs/audit.log" \
+    --audit-log-maxsize=200 --audit-log-maxbackup=1 \
+    --profiling=false --v=1
+  write_kubeconfig "$api_port"
+  wait_for kube-apiserver 120 kubectl --kubeconfig="$KUBECONFIG_FILE" get --raw=/readyz
+
+  log "starting kube-controller-manager and kube-scheduler"
+  start kube-controller-manager kube-controller-manager --kubeconfig="$KUBECONFIG_FILE" \
+    --authentication-kubeconfig="$KUBECONFIG_FILE" --authorization-kubeconfig="$KUBECONFIG_FILE" \
+    --secure-port=0 --leader-elect=false --use-service-account-credentials=false \
+    --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
+    --controllers='*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service-lb-controller,-route' \
+    --concurrent-gc-syncs=5 --v=1
+  start kube-scheduler kube-scheduler --kubeconfig="$KUBECONFIG_FILE" \
+    --authentication-kubeconfig="$KUBECONFIG_FILE" --authorization-kubeconfig="$KUBECONFIG_FILE" \
+    --secure-port=0 --leader-elect=false --v=1
+
+  log "starting kwok with $NODES fake nodes"
+  local kwok_config=()
+  [[ -n "${KWOK_CONFIG:-}" ]] && kwok_config=(--config="$KWOK_CONFIG")
+  start kwok kwok --kubeconfig="$KUBECONFIG_FILE" "${kwok_config[@]}" \
+    --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+    --cidr=10.0.0.1/16 --node-ip=10.0.0.1 --server-address=""
+  local i
+  for ((i = 0; i < NODES; i++)); do
+    fake_node "kwok-node-$i" | kubectl --kubeconfig="$KUBECONFIG_FILE" apply -f - >/dev/null
+  done
+  wait_for kwok 60 nodes_ready
+  running kube-controller-manager || fail_with_log kube-controller-manager "exited during startup"
+  running kube-scheduler || fail_with_log kube-scheduler "exited during startup"
+  # The ServiceAccount controller has run once the default namespace has its account.
+  wait_for kube-controller-manager 60 kubectl --kubeconfig="$KUBECONFIG_FILE" -n default get serviceaccount default
+
+  if [[ -n "$OWNER_PID" ]]; then
+    # A detached watcher: when the owner exits, however it exits, the cluster goes with it.
+    nohup bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; "$2" down --dir "$3"' \
+      _ "$OWNER_PID" "$REPO_ROOT/hack/cluster.sh" "$DIR" >/dev/null 2>&1 &
+    echo $! >"$DIR/watcher.pid"
+  fi
+  log "cluster up in $((SECONDS - t0))s; KUBECONFIG=$KUBECONFIG_FILE"
+}
+
+nodes_ready() {
+  local ready
+  ready=$(kubectl --kubeconfig="$KUBECONFIG_FILE" get nodes \
+    -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True)
+  ((ready >= NODES))
+}
+
+stop_all() {
+  local c pid i
+  # Reverse start order: clients first, etcd last.
+  for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do
+    c=${COMPONENTS[$i]}
+    [[ -f "$DIR/$c.pid" ]] || continue
+    pid=$(cat "$DIR/$c.pid")
+    if kill -0 "$pid" 2>/dev/null; then
+      kill "$pid" 2>/dev/null || true
+      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+    rm -f "$DIR/$c.pid"
+  done
+}
+
+down() {
+  stop_all
+  if [[ -f "$DIR/watcher.pid" ]]; then
+    local w
+    w=$(cat "$DIR/watcher.pid")
+    rm -f "$DIR/watcher.pid"
+    # Only when called from outside the watcher itself.
+    [[ "$w" != "$PPID" && "$w" != "$$" ]] && kill "$w" 2>/dev/null || true
+  fi
+  rm -rf "$DIR/etcd" "$DIR/apiserver" "$DIR/logs" "$DIR/pki" "$KUBECONFIG_FILE" "$DIR/audit-policy.yaml"
+  log "cluster in $DIR stopped"
+}
+
+case $cmd in
+  up) up ;;
+  down) down ;;
+  env)
+    printf 'export KUBECONFIG=%q\n' "$KUBECONFIG_FILE"
+    printf 'export PATH=%q\n' "$TOOLS_PATH:$ORIG_PATH"
+    ;;
+  *) die "usage: hack/cluster.sh up|down|env [--dir DIR] [--owner-pid PID]" ;;
+esac

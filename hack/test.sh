@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs the whole test suite against a control plane of its own, started here and stopped after.
+#
+# Set KUBECONFIG to use a cluster you already have instead (for example `make cluster-up` and
+# `eval "$(make -s cluster-env)"`).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$REPO_ROOT"
+export PATH="$TOOLS_PATH:$PATH"
+
+if [[ -z "${KUBECONFIG:-}" ]]; then
+  dir="$REPO_ROOT/target/test-cluster"
+  trap 'hack/cluster.sh down --dir "$dir"' EXIT
+  # --owner-pid: even if this script is killed, the cluster does not outlive it.
+  hack/cluster.sh up --dir "$dir" --owner-pid $$
+  export KUBECONFIG="$dir/kubeconfig"
+fi
+log "testing against $(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
+cargo test --locked --all-targets

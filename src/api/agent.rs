@@ -1,0 +1,363 @@
+//! `Agent`: a long-running program, run as one pod at a time and kept alive by the operator.
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaimSpec, PodTemplateSpec};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+use super::duration::Duration;
+use super::{Condition, FailureClass, FailureReason, Time, conditions_schema};
+
+/// A long-running agent: the operator runs it as a pod, restarts it when it crashes, and leaves
+/// it alone when it shuts down for economic or voluntary reasons.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "supervisor.dev",
+    version = "v1alpha1",
+    kind = "Agent",
+    plural = "agents",
+    shortname = "ag",
+    category = "supervisor",
+    namespaced,
+    status = "AgentStatus",
+    doc = "A long-running agent, run as a pod and restarted when it crashes, within its RestartPolicy.",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(
+        name = "Restarts",
+        type_ = "integer",
+        json_path = ".status.restartCount"
+    ),
+    printcolumn(
+        name = "Circuit",
+        type_ = "string",
+        json_path = ".status.circuitBreaker.state"
+    ),
+    printcolumn(
+        name = "Last Failure",
+        type_ = "string",
+        json_path = ".status.lastFailure.reason"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentSpec {
+    /// The agent's pod. The operator creates one pod from it per attempt, with
+    /// `restartPolicy: Never`: the operator, not the kubelet, decides about restarts.
+    pub template: PodTemplateSpec,
+
+    /// The RestartPolicy in this namespace that governs restarts. When omitted: the namespace's
+    /// RestartPolicy named `default` if there is one, else the built-in defaults. When named but
+    /// missing, no pod is created until it exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_policy_ref: Option<PolicyReference>,
+
+    /// True: stop the current pod gracefully, start none, phase `Suspended`. False again: resume.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub suspend: bool,
+
+    /// Liveness by heartbeat: the agent renews a Lease named after the Agent, and is restarted
+    /// with reason `HeartbeatLost` when it stops.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat: Option<Heartbeat>,
+
+    /// PersistentVolumeClaims created once per Agent (named `<agent>-<name>`) and mounted into
+    /// every attempt's pod as the volume `<name>`: the agent's memory survives its restarts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub volume_claim_templates: Vec<VolumeClaimTemplate>,
+}
+
+/// Names a RestartPolicy in the Agent's own namespace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PolicyReference {
+    /// The RestartPolicy's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+}
+
+/// How the agent proves it is alive.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Heartbeat {
+    /// The agent is hung when its Lease's `renewTime` is older than this, or the Lease is held
+    /// by another pod. Must be longer than 0s.
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "duration(self) > duration('0s')",
+        "message": "heartbeat timeout must be longer than 0s"
+    }]))]
+    pub timeout: Duration,
+
+    /// How long after the pod starts running before heartbeats are required. Default: the
+    /// timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_period: Option<Duration>,
+}
+
+impl Heartbeat {
+    pub fn grace(&self) -> Duration {
+        self.grace_period.unwrap_or(self.timeout)
+    }
+}
+
+/// A PersistentVolumeClaim made once for the Agent and kept across its restarts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct VolumeClaimTemplate {
+    /// The claim's name within the Agent: the PVC is `<agent>-<name>`, and the pod volume
+    /// that mounts it is `<name>`.
+    pub metadata: ClaimMetadata,
+    /// The claim's spec, as in a PersistentVolumeClaim.
+    pub spec: PersistentVolumeClaimSpec,
+}
+
+/// The name, labels and annotations of a claim template.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ClaimMetadata {
+    /// A DNS label: lowercase letters, digits and '-'.
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// Where the agent is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum Phase {
+    /// A pod was created and is not running yet.
+    Pending,
+    /// The current pod is running.
+    Running,
+    /// A restart is scheduled for `nextRestartAt`.
+    BackingOff,
+    /// The circuit breaker is open: no restart until `circuitBreaker.halfOpenAt`.
+    CircuitOpen,
+    /// The supervisor gave up: restart limit exceeded, a `Never` policy, or a `Stop` rule.
+    /// The reset annotation resumes it.
+    Stopped,
+    /// The agent shut down for economic or voluntary reasons: it is left alone.
+    Shutdown,
+    /// `spec.suspend` is true.
+    Suspended,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Pending => "Pending",
+            Phase::Running => "Running",
+            Phase::BackingOff => "BackingOff",
+            Phase::CircuitOpen => "CircuitOpen",
+            Phase::Stopped => "Stopped",
+            Phase::Shutdown => "Shutdown",
+            Phase::Suspended => "Suspended",
+        }
+    }
+}
+
+/// What the operator knows of an Agent. Everything it needs to carry on after a restart of the
+/// operator lives here.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+
+    /// The current attempt's pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_name: Option<String>,
+
+    /// The current attempt's number, from 1; 0 before the first pod.
+    #[serde(default)]
+    pub attempt: u32,
+
+    /// Restarts performed, ever.
+    #[serde(default)]
+    pub restart_count: u32,
+
+    /// Failures since the agent was last healthy for the policy's `resetAfter`.
+    #[serde(default)]
+    pub consecutive_failures: u32,
+
+    /// When the scheduled restart happens (phase `BackingOff`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_restart_at: Option<Time>,
+
+    /// The most recent failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<Failure>,
+
+    /// Restarts, newest first, at most the policy's `historyLimit`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restart_history: Vec<RestartRecord>,
+
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub circuit_breaker: Option<CircuitBreakerStatus>,
+
+    /// Set (by the operator or anyone else) when the agent shut down for economic or voluntary
+    /// reasons. While set, the operator creates no pod, deletes no pod and schedules no restart.
+    /// Clear it to resume supervision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shutdown: Option<Shutdown>,
+
+    /// `Ready`, `CircuitBreakerOpen` and `PolicyResolved`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions_schema")]
+    pub conditions: Vec<Condition>,
+
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// When the restarts that count toward `limits.maxRestarts` happened, newest first, kept
+    /// while inside the limit's window.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recent_restarts: Vec<Time>,
+
+    /// The last `supervisor.dev/restart-requested-at` value acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handled_restart_request: Option<String>,
+
+    /// The last `supervisor.dev/reset-requested-at` value acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handled_reset_request: Option<String>,
+}
+
+/// One failed attempt.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Failure {
+    /// When the attempt ended (or was found dead).
+    pub time: Time,
+    pub reason: FailureReason,
+    pub class: FailureClass,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The signal that killed the container (exit code − 128).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// The termination message or other detail, at most 1 KiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The container that failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_name: Option<String>,
+    /// How long the attempt ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ran_for: Option<Duration>,
+}
+
+/// One restart: the attempt that ended, why, and when the next one started.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RestartRecord {
+    /// The attempt that ended.
+    pub attempt: u32,
+    /// What caused the restart.
+    pub trigger: Trigger,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<FailureReason>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<FailureClass>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ran_for: Option<Duration>,
+    /// The delay chosen before the restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<Duration>,
+    /// When the next attempt's pod was created; absent while the restart is pending.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarted_at: Option<Time>,
+}
+
+/// What caused a restart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum Trigger {
+    /// The attempt failed.
+    Failure,
+    /// The agent stopped renewing its heartbeat.
+    HeartbeatLost,
+    /// Someone asked for it with the restart annotation.
+    Manual,
+    /// The template changed.
+    Rollout,
+    /// The pod was evicted, preempted, or lost with its node.
+    Disruption,
+}
+
+/// The circuit breaker's state.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CircuitBreakerStatus {
+    pub state: BreakerState,
+    /// How many times the breaker opened since it was last closed by a healthy probe or a reset.
+    #[serde(default)]
+    pub trips: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opened_at: Option<Time>,
+    /// When the single probe restart happens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub half_open_at: Option<Time>,
+}
+
+/// Closed: restarts flow. Open: none. HalfOpen: one probe is running.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum BreakerState {
+    #[default]
+    Closed,
+    Open,
+    HalfOpen,
+}
+
+impl BreakerState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BreakerState::Closed => "Closed",
+            BreakerState::Open => "Open",
+            BreakerState::HalfOpen => "HalfOpen",
+        }
+    }
+}
+
+/// An economic or voluntary shutdown: the agent is left alone while this is set.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Shutdown {
+    #[serde(rename = "type")]
+    pub kind: ShutdownType,
+    /// A short reason, such as "budget exhausted".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<Time>,
+    /// Who decided: `TerminationMessage`, `Rule`, or whoever else wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// Why the agent shut down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum ShutdownType {
+    /// It ran out of budget.
+    Economic,
+    /// It decided to stop.
+    Voluntary,
+}

@@ -1,0 +1,187 @@
+//! `Duration`: a span of time written the way Kubernetes users write it (`30s`, `5m`, `1h30m`).
+
+use std::fmt;
+use std::str::FromStr;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// What admission accepts: Go's `time.ParseDuration` format without a sign, so that CEL's
+/// `duration()` and this type read the same strings.
+pub const DURATION_PATTERN: &str = r"^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$";
+
+/// A non-negative span of time, such as `30s`, `5m` or `1h30m`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Duration(std::time::Duration);
+
+impl Duration {
+    pub const ZERO: Duration = Duration(std::time::Duration::ZERO);
+
+    pub const fn from_secs(secs: u64) -> Self {
+        Duration(std::time::Duration::from_secs(secs))
+    }
+
+    pub const fn from_millis(millis: u64) -> Self {
+        Duration(std::time::Duration::from_millis(millis))
+    }
+
+    pub const fn as_std(self) -> std::time::Duration {
+        self.0
+    }
+
+    pub fn as_millis(self) -> u64 {
+        u64::try_from(self.0.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    pub fn is_zero(self) -> bool {
+        self.0.is_zero()
+    }
+}
+
+impl From<std::time::Duration> for Duration {
+    fn from(d: std::time::Duration) -> Self {
+        // Whole milliseconds are what the text form can say.
+        Duration(std::time::Duration::from_millis(
+            u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
+        ))
+    }
+}
+
+/// Why a string is not a duration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid duration {input:?}: write a number with a unit, such as 30s, 5m or 1h30m")]
+pub struct ParseDurationError {
+    input: String,
+}
+
+impl FromStr for Duration {
+    type Err = ParseDurationError;
+
+    /// Parses Go's duration format (as `metav1.Duration` does); negative spans are refused.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.parse::<kube::core::Duration>() {
+            Ok(d) if !d.is_negative() => Ok(std::time::Duration::from(d).into()),
+            _ => Err(ParseDurationError {
+                input: s.chars().take(64).collect(),
+            }),
+        }
+    }
+}
+
+impl fmt::Display for Duration {
+    /// The shortest form that reads back to the same value: `0s`, `250ms`, `90s` → `1m30s`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut ms = self.as_millis();
+        if ms == 0 {
+            return f.write_str("0s");
+        }
+        let h = ms / 3_600_000;
+        ms %= 3_600_000;
+        let m = ms / 60_000;
+        ms %= 60_000;
+        let s = ms / 1_000;
+        ms %= 1_000;
+        if h > 0 {
+            write!(f, "{h}h")?;
+        }
+        if m > 0 {
+            write!(f, "{m}m")?;
+        }
+        if s > 0 {
+            write!(f, "{s}s")?;
+        }
+        if ms > 0 {
+            write!(f, "{ms}ms")?;
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for Duration {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Duration {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(deserializer)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl JsonSchema for Duration {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "maxLength": 64,
+            "x-kubernetes-validations": [{
+                "rule": format!("self.matches('{DURATION_PATTERN}')"),
+                "message": "must be a duration such as 30s, 5m or 1h30m",
+            }],
+        })
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_what_users_write() {
+        for (text, millis) in [
+            ("0s", 0),
+            ("250ms", 250),
+            ("10s", 10_000),
+            ("5m", 300_000),
+            ("1h", 3_600_000),
+            ("1h30m", 5_400_000),
+            ("2m3s4ms", 123_004),
+            ("90s", 90_000),
+            ("1.5s", 1_500),
+            ("1m0s", 60_000),
+        ] {
+            assert_eq!(
+                text.parse::<Duration>(),
+                Ok(Duration::from_millis(millis)),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn rejects_what_admission_rejects() {
+        for text in [
+            "", "10s5", "s", "-1s", "1d", "5 m", "1h-", "ms", "1hh", "abc",
+        ] {
+            assert!(
+                text.parse::<Duration>().is_err(),
+                "{text:?} should not parse"
+            );
+        }
+        let message = "abc".parse::<Duration>().unwrap_err().to_string();
+        assert!(message.contains("such as 30s"), "{message}");
+    }
+
+    #[test]
+    fn displays_the_shortest_form_and_reads_it_back() {
+        for (millis, text) in [
+            (0, "0s"),
+            (90_000, "1m30s"),
+            (5_400_000, "1h30m"),
+            (1_001, "1s1ms"),
+        ] {
+            let d = Duration::from_millis(millis);
+            assert_eq!(d.to_string(), text);
+            assert_eq!(text.parse::<Duration>(), Ok(d));
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! The `supervisor.dev/v1alpha1` API: the `Agent` and `RestartPolicy` custom resources, as
+//! SPEC.md defines them. Field names here are the API.
+
+mod agent;
+pub mod duration;
+mod policy;
+
+pub use agent::*;
+pub use duration::Duration;
+pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+pub use policy::*;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The API group of both kinds.
+pub const GROUP: &str = "supervisor.dev";
+/// The label on every pod the operator creates, naming its Agent.
+pub const AGENT_LABEL: &str = "supervisor.dev/agent";
+/// The label on every pod naming its attempt number.
+pub const ATTEMPT_LABEL: &str = "supervisor.dev/attempt";
+/// The annotation on every pod with a hash of the template it was made from.
+pub const TEMPLATE_HASH_ANNOTATION: &str = "supervisor.dev/template-hash";
+/// `kubectl annotate agent X supervisor.dev/restart-requested-at=<new value>`: restart once now.
+pub const RESTART_REQUESTED_ANNOTATION: &str = "supervisor.dev/restart-requested-at";
+/// `kubectl annotate agent X supervisor.dev/reset-requested-at=<new value>`: close the breaker,
+/// zero the failure count, clear a give-up, and resume.
+pub const RESET_REQUESTED_ANNOTATION: &str = "supervisor.dev/reset-requested-at";
+
+/// Why an attempt ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum FailureReason {
+    /// The container exited with a non-zero code, and there is no better reason.
+    Error,
+    /// The container was killed for using too much memory.
+    #[serde(rename = "OOMKilled")]
+    OomKilled,
+    /// The container was killed by a signal (exit code above 128).
+    Signal,
+    /// The agent stopped renewing its heartbeat Lease.
+    HeartbeatLost,
+    /// The pod was not Running within the policy's startupTimeout.
+    StartupTimeout,
+    /// The pod was evicted from its node.
+    Evicted,
+    /// The pod was preempted by a higher-priority pod.
+    Preempted,
+    /// The pod's node went away, or the pod vanished or was deleted by someone else.
+    NodeLost,
+    /// The container exited with code 0.
+    Completed,
+    /// Anything else.
+    Unknown,
+}
+
+impl FailureReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureReason::Error => "Error",
+            FailureReason::OomKilled => "OOMKilled",
+            FailureReason::Signal => "Signal",
+            FailureReason::HeartbeatLost => "HeartbeatLost",
+            FailureReason::StartupTimeout => "StartupTimeout",
+            FailureReason::Evicted => "Evicted",
+            FailureReason::Preempted => "Preempted",
+            FailureReason::NodeLost => "NodeLost",
+            FailureReason::Completed => "Completed",
+            FailureReason::Unknown => "Unknown",
+        }
+    }
+
+    /// Evictions, preemptions and lost nodes happen to an agent, not because of it.
+    pub fn is_disruption(self) -> bool {
+        matches!(
+            self,
+            FailureReason::Evicted | FailureReason::Preempted | FailureReason::NodeLost
+        )
+    }
+}
+
+impl std::fmt::Display for FailureReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a failure means for supervision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum FailureClass {
+    /// Restart with backoff; counts toward the limits and the breaker.
+    Transient,
+    /// Restart at once; counts toward nothing.
+    Disruption,
+    /// An economic or voluntary shutdown: never restart.
+    Shutdown,
+    /// Do not restart.
+    Permanent,
+}
+
+impl FailureClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureClass::Transient => "Transient",
+            FailureClass::Disruption => "Disruption",
+            FailureClass::Shutdown => "Shutdown",
+            FailureClass::Permanent => "Permanent",
+        }
+    }
+}
+
+/// The schema of a `metav1.Condition` list: a map keyed by `type`, so server-side apply merges
+/// conditions one by one.
+pub(crate) fn conditions_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let mut schema = generator.subschema_for::<Vec<Condition>>();
+    schema.insert("x-kubernetes-list-type".into(), "map".into());
+    schema.insert(
+        "x-kubernetes-list-map-keys".into(),
+        serde_json::json!(["type"]),
+    );
+    schema
+}
+
+/// The CRDs of this API as `(file name, YAML)`, in the form `make crds` writes them.
+///
+/// The Agent's embedded Kubernetes types (the pod template, the claim spec) keep their schema but
+/// lose their upstream descriptions — `kubectl explain pod.spec` has those — so the CRD stays
+/// small enough for a client-side `kubectl apply`.
+pub fn crd_files() -> Vec<(String, String)> {
+    use kube::CustomResourceExt;
+    let mut agent = serde_json::to_value(Agent::crd()).expect("a CRD serializes");
+    for version in agent["spec"]["versions"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+    {
+        let spec = &mut version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+        strip_descriptions(&mut spec["template"]["properties"]);
+        strip_descriptions(
+            &mut spec["volumeClaimTemplates"]["items"]["properties"]["spec"]["properties"],
+        );
+    }
+    let policy = serde_json::to_value(RestartPolicy::crd()).expect("a CRD serializes");
+    [agent, policy]
+        .into_iter()
+        .map(|crd| {
+            let name = format!(
+                "{}.yaml",
+                crd["metadata"]["name"].as_str().unwrap_or_default()
+            );
+            let yaml = serde_yaml::to_string(&crd).expect("a CRD serializes to YAML");
+            (
+                name,
+                format!("# Generated from the Rust types by `make crds`; do not edit.\n{yaml}"),
+            )
+        })
+        .collect()
+}
+
+fn strip_descriptions(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            // Only the text: a property that happens to be named "description" is a schema.
+            if map.get("description").is_some_and(|d| d.is_string()) {
+                map.remove("description");
+            }
+            map.values_mut().for_each(strip_descriptions);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(strip_descriptions),
+        _ => {}
+    }
+}

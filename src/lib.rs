@@ -1,0 +1,3 @@
+//! agent-supervisor: a Kubernetes operator that keeps long-running AI agents alive.
+
+pub mod api;

@@ -1,0 +1,163 @@
+//! Test support for integration tests: a client for a real local control plane, and a fresh
+//! namespace per test.
+//!
+//! With `KUBECONFIG` set (as `make test` does), the tests use that cluster. Without it, the first
+//! test starts a private cluster with `hack/cluster.sh` that stops itself when the test process
+//! exits. A test that cannot reach its control plane panics with the reason; it never skips.
+#![allow(dead_code)] // each test binary uses a different part of this module
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use kube::api::{DeleteParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+
+fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The kubeconfig of the control plane this test process uses.
+pub fn kubeconfig() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| match std::env::var_os("KUBECONFIG") {
+        Some(path) if !path.is_empty() => PathBuf::from(path),
+        _ => start_private_cluster(),
+    })
+}
+
+fn start_private_cluster() -> PathBuf {
+    let pid = std::process::id();
+    let dir = repo_root().join(format!("target/test-clusters/{pid}"));
+    eprintln!(
+        "KUBECONFIG is not set: starting a private control plane in {}",
+        dir.display()
+    );
+    let out = Command::new(repo_root().join("hack/cluster.sh"))
+        .args(["up", "--dir"])
+        .arg(&dir)
+        .args(["--owner-pid", &pid.to_string()])
+        .output()
+        .expect("cannot run hack/cluster.sh");
+    if !out.status.success() {
+        panic!(
+            "cannot start a control plane for the tests (run `make tools`, or point KUBECONFIG at a \
+             cluster):\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    dir.join("kubeconfig")
+}
+
+/// The client configuration for the test control plane, as the cluster admin.
+pub async fn admin_config() -> Config {
+    let path = kubeconfig();
+    let kubeconfig = Kubeconfig::read_from(path)
+        .unwrap_or_else(|e| panic!("cannot read kubeconfig {}: {e}", path.display()));
+    Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("invalid kubeconfig {}: {e}", path.display()))
+}
+
+/// A client for the test control plane, checked to be reachable.
+pub async fn client() -> Client {
+    let client = Client::try_from(admin_config().await).expect("cannot build a client");
+    if let Err(e) = client.apiserver_version().await {
+        panic!(
+            "cannot reach the control plane in {}: {e}\nstart one with `make cluster-up` and \
+             `eval \"$(make -s cluster-env)\"`, or unset KUBECONFIG to let the tests start their own",
+            kubeconfig().display()
+        );
+    }
+    client
+}
+
+/// A namespace of its own for one test, deleted when dropped.
+pub struct TestNamespace {
+    pub client: Client,
+    pub name: String,
+}
+
+impl TestNamespace {
+    /// Creates `t-<random>` and waits until pods can be created in it (its default
+    /// ServiceAccount exists).
+    pub async fn new() -> Self {
+        let client = client().await;
+        let name = format!("t-{:08x}", rand::random::<u32>());
+        let ns: Namespace = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": name, "labels": { "supervisor.dev/test": "true" } }
+        }))
+        .unwrap();
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap_or_else(|e| panic!("cannot create namespace {name}: {e}"));
+        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &name);
+        eventually(
+            Duration::from_secs(30),
+            "the namespace's default ServiceAccount",
+            || {
+                let accounts = accounts.clone();
+                async move { accounts.get_opt("default").await.ok().flatten() }
+            },
+        )
+        .await;
+        TestNamespace { client, name }
+    }
+
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), &self.name)
+    }
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        // Drop cannot await, and the test's runtime may be shutting down: delete from a
+        // runtime of our own on another thread.
+        let name = self.name.clone();
+        let result = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(async {
+                let client = Client::try_from(admin_config().await)?;
+                Api::<Namespace>::all(client)
+                    .delete(&name, &DeleteParams::background())
+                    .await?;
+                anyhow::Ok(())
+            })
+        })
+        .join();
+        if let Ok(Err(e)) = result {
+            eprintln!(
+                "warning: could not delete test namespace {}: {e}",
+                self.name
+            );
+        }
+    }
+}
+
+/// Polls `check` until it returns `Some`, or panics naming `what` after `timeout`.
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
