@@ -31,17 +31,18 @@ async fn client_as(ns: &TestNamespace, account: &str) -> Client {
     let request: TokenRequest =
         from_json(json!({ "spec": { "audiences": [], "expirationSeconds": 600 } }));
     let token = accounts
-        .create_subresource::<TokenRequest>(
+        .create_subresource::<TokenRequest, TokenRequest>(
             "token",
             account,
             &PostParams::default(),
-            serde_json::to_vec(&request).unwrap(),
+            &request,
         )
         .await
         .expect("request a token")
         .status
         .expect("token request has a status")
-        .token;
+        .token
+        .expect("the token request returns a token");
     let mut config = support::admin_config().await;
     config.auth_info = AuthInfo {
         token: Some(token.into()),

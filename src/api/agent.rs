@@ -11,6 +11,8 @@ use super::{Condition, FailureClass, FailureReason, Time, conditions_schema};
 
 /// A long-running agent: the operator runs it as a pod, restarts it when it crashes, and leaves
 /// it alone when it shuts down for economic or voluntary reasons.
+// kube's `printcolumn(...)` repeats the same keys by design.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "supervisor.dev",

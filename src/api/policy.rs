@@ -9,6 +9,8 @@ use super::duration::Duration;
 use super::{Condition, FailureReason, conditions_schema};
 
 /// How agents that use this policy are restarted when they fail.
+// kube's `printcolumn(...)` repeats the same keys by design.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "supervisor.dev",
