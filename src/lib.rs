@@ -1,3 +1,4 @@
 //! agent-supervisor: a Kubernetes operator that keeps long-running AI agents alive.
 
 pub mod api;
+pub mod supervise;

@@ -60,7 +60,7 @@ impl FromStr for Duration {
     /// Parses Go's duration format (as `metav1.Duration` does); negative spans are refused.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.parse::<kube::core::Duration>() {
-            Ok(d) if !d.is_negative() => Ok(std::time::Duration::from(d).into()),
+            Ok(d) if !s.is_empty() && !d.is_negative() => Ok(std::time::Duration::from(d).into()),
             _ => Err(ParseDurationError {
                 input: s.chars().take(64).collect(),
             }),

@@ -70,9 +70,9 @@ pub struct RestartPolicySpec {
     #[schemars(range(min = 1, max = 50))]
     pub history_limit: u32,
 
-    /// Ordered rules; the first that matches a failure decides what happens. When empty: exit
-    /// code 0 is a `VoluntaryShutdown`, `Evicted`, `Preempted` and `NodeLost` are `Ignore`d, and
-    /// everything else is a `Restart`.
+    /// Ordered rules; the first that matches a failure decides what happens. A failure that no
+    /// rule matches gets the default: exit code 0 is a `VoluntaryShutdown`, `Evicted`,
+    /// `Preempted` and `NodeLost` are `Ignore`d, and everything else is a `Restart`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
     pub rules: Vec<Rule>,

@@ -1,0 +1,17 @@
+//! The pure core: from what happened to an agent to what happens next.
+//!
+//! gather (IO) → [`classify`] → [`decide`] → act (IO) → record (IO). Nothing here talks to the
+//! API server, reads a clock, or draws an unseeded random number: every function is plain data in,
+//! plain data out, and the same input always gives the same answer.
+
+pub mod backoff;
+pub mod classify;
+pub mod conditions;
+mod decide;
+pub mod observe;
+pub mod plan;
+pub mod rules;
+
+pub use decide::decide;
+pub use observe::{AgentFacts, Input, LeaseFacts, PodFacts, PolicyResolution};
+pub use plan::{Event, EventReason, NewPod, Plan, pod_name};

@@ -1,0 +1,255 @@
+//! The facts a decision is made from: plain data the IO shell gathers from the API server.
+
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ContainerState, Pod};
+
+use crate::api::{
+    ATTEMPT_LABEL, AgentStatus, Heartbeat, RestartPolicySpec, TEMPLATE_HASH_ANNOTATION,
+};
+
+/// Everything `decide` looks at.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Input {
+    /// The decision's clock. Only whole seconds are used: status times are stored to the second.
+    pub now: Timestamp,
+    pub agent: AgentFacts,
+    /// The Agent's status as read.
+    pub status: AgentStatus,
+    pub policy: PolicyResolution,
+    /// The pod of the newest attempt controlled by the Agent, if any.
+    pub pod: Option<PodFacts>,
+    /// The heartbeat Lease, when the agent has a heartbeat and the Lease exists.
+    pub lease: Option<LeaseFacts>,
+}
+
+/// What the decision needs of the Agent object itself.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AgentFacts {
+    pub name: String,
+    /// Seeds the jitter, so every decision about this agent is repeatable.
+    pub uid: String,
+    pub generation: i64,
+    pub suspend: bool,
+    pub heartbeat: Option<Heartbeat>,
+    /// A hash of `spec.template` (and what else shapes the pod); a pod with another hash is
+    /// rolled out.
+    pub template_hash: String,
+    /// The `supervisor.dev/restart-requested-at` annotation.
+    pub restart_requested: Option<String>,
+    /// The `supervisor.dev/reset-requested-at` annotation.
+    pub reset_requested: Option<String>,
+}
+
+/// Which policy governs the agent.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PolicyResolution {
+    /// `spec.restartPolicyRef` names it, and it exists.
+    Named(String, RestartPolicySpec),
+    /// The namespace's RestartPolicy named `default`.
+    NamespaceDefault(RestartPolicySpec),
+    /// No policy named and no namespace default: the built-in defaults.
+    BuiltIn,
+    /// `spec.restartPolicyRef` names a policy that does not exist.
+    Missing(String),
+}
+
+/// A pod's phase, as the kubelet reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodPhase {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Unknown,
+}
+
+/// What the decision needs of a pod.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodFacts {
+    pub name: String,
+    /// From the `supervisor.dev/attempt` label.
+    pub attempt: u32,
+    /// From the `supervisor.dev/template-hash` annotation.
+    pub template_hash: Option<String>,
+    pub created_at: Timestamp,
+    /// A deletion has been requested (by anyone).
+    pub deleting: bool,
+    pub phase: PodPhase,
+    /// `status.reason`, such as `Evicted`.
+    pub reason: Option<String>,
+    /// `status.message`.
+    pub message: Option<String>,
+    /// The reason of a `DisruptionTarget=True` condition, such as `EvictionByEvictionAPI`.
+    pub disruption: Option<String>,
+    /// Why a pending pod is not scheduled (the `PodScheduled=False` condition's reason).
+    pub unschedulable: Option<String>,
+    /// The `Ready` condition.
+    pub ready: bool,
+    /// The app containers, in spec order (init containers are not the agent).
+    pub containers: Vec<ContainerFacts>,
+}
+
+/// One container's state.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ContainerFacts {
+    pub name: String,
+    pub state: ContainerPhase,
+}
+
+/// Where a container is.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ContainerPhase {
+    Waiting {
+        reason: Option<String>,
+        message: Option<String>,
+    },
+    Running {
+        started_at: Option<Timestamp>,
+    },
+    Terminated(Termination),
+}
+
+/// How a container ended.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Termination {
+    pub exit_code: i32,
+    /// Reported by some runtimes; otherwise derived from an exit code above 128.
+    pub signal: Option<i32>,
+    pub reason: Option<String>,
+    /// The termination message (`/dev/termination-log`).
+    pub message: Option<String>,
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Option<Timestamp>,
+}
+
+/// What the decision needs of the heartbeat Lease.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LeaseFacts {
+    pub holder: Option<String>,
+    pub renew_time: Option<Timestamp>,
+}
+
+impl PodFacts {
+    /// When the pod started running: the earliest start of a running or terminated container.
+    pub fn started_at(&self) -> Option<Timestamp> {
+        self.containers
+            .iter()
+            .filter_map(|c| match &c.state {
+                ContainerPhase::Running { started_at } => *started_at,
+                ContainerPhase::Terminated(t) => t.started_at,
+                ContainerPhase::Waiting { .. } => None,
+            })
+            .min()
+    }
+
+    /// Not finished and not being deleted: the pod the "one live pod" invariant is about.
+    pub fn is_live(&self) -> bool {
+        !self.deleting && !matches!(self.phase, PodPhase::Succeeded | PodPhase::Failed)
+    }
+
+    /// Reads the facts from a pod. Missing fields read as "not known yet".
+    pub fn from_pod(pod: &Pod) -> PodFacts {
+        let meta = &pod.metadata;
+        let status = pod.status.as_ref();
+        let condition = |kind: &str| {
+            status
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.type_ == kind))
+        };
+        let phase = match status.and_then(|s| s.phase.as_deref()) {
+            Some("Pending") | None => PodPhase::Pending,
+            Some("Running") => PodPhase::Running,
+            Some("Succeeded") => PodPhase::Succeeded,
+            Some("Failed") => PodPhase::Failed,
+            Some(_) => PodPhase::Unknown,
+        };
+        let statuses = status.and_then(|s| s.container_statuses.as_ref());
+        let containers = pod
+            .spec
+            .iter()
+            .flat_map(|spec| &spec.containers)
+            .map(|c| {
+                let state = statuses
+                    .and_then(|ss| ss.iter().find(|s| s.name == c.name))
+                    .and_then(|s| s.state.as_ref());
+                ContainerFacts {
+                    name: c.name.clone(),
+                    state: container_phase(state),
+                }
+            })
+            .collect();
+        PodFacts {
+            name: meta.name.clone().unwrap_or_default(),
+            attempt: meta
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(ATTEMPT_LABEL))
+                .and_then(|a| a.parse().ok())
+                .unwrap_or(0),
+            template_hash: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(TEMPLATE_HASH_ANNOTATION))
+                .cloned(),
+            created_at: meta
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0)
+                .unwrap_or_default(),
+            deleting: meta.deletion_timestamp.is_some(),
+            phase,
+            reason: status.and_then(|s| s.reason.clone()),
+            message: status.and_then(|s| s.message.clone()),
+            disruption: condition("DisruptionTarget")
+                .filter(|c| c.status == "True")
+                .and_then(|c| c.reason.clone()),
+            unschedulable: condition("PodScheduled")
+                .filter(|c| c.status == "False")
+                .map(|c| c.reason.clone().unwrap_or_else(|| "Unschedulable".into())),
+            ready: condition("Ready").is_some_and(|c| c.status == "True"),
+            containers,
+        }
+    }
+}
+
+fn container_phase(state: Option<&ContainerState>) -> ContainerPhase {
+    let Some(state) = state else {
+        return ContainerPhase::Waiting {
+            reason: None,
+            message: None,
+        };
+    };
+    if let Some(t) = &state.terminated {
+        return ContainerPhase::Terminated(Termination {
+            exit_code: t.exit_code,
+            signal: t.signal.filter(|s| *s > 0),
+            reason: t.reason.clone(),
+            message: t.message.clone(),
+            started_at: t.started_at.as_ref().map(|t| t.0),
+            finished_at: t.finished_at.as_ref().map(|t| t.0),
+        });
+    }
+    if let Some(r) = &state.running {
+        return ContainerPhase::Running {
+            started_at: r.started_at.as_ref().map(|t| t.0),
+        };
+    }
+    let waiting = state.waiting.as_ref();
+    ContainerPhase::Waiting {
+        reason: waiting.and_then(|w| w.reason.clone()),
+        message: waiting.and_then(|w| w.message.clone()),
+    }
+}
+
+impl LeaseFacts {
+    pub fn from_lease(lease: &Lease) -> LeaseFacts {
+        let spec = lease.spec.as_ref();
+        LeaseFacts {
+            holder: spec
+                .and_then(|s| s.holder_identity.clone())
+                .filter(|h| !h.is_empty()),
+            renew_time: spec.and_then(|s| s.renew_time.as_ref()).map(|t| t.0),
+        }
+    }
+}

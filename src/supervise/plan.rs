@@ -1,0 +1,132 @@
+//! What a decision asks the IO shell to do: pod actions, the new status, Events, and when to
+//! look again.
+
+use jiff::Timestamp;
+
+use crate::api::{AgentStatus, FailureReason, Shutdown};
+
+/// The outcome of one decision.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plan {
+    /// Delete this pod (gracefully).
+    pub delete_pod: Option<String>,
+    /// Create this pod.
+    pub create_pod: Option<NewPod>,
+    /// The Agent's status after the plan is carried out.
+    pub status: AgentStatus,
+    /// A shutdown the operator itself records. It is written apart from the rest of the status,
+    /// so that the operator never takes ownership of — and so can never remove — a shutdown
+    /// someone else wrote.
+    pub record_shutdown: Option<Shutdown>,
+    pub events: Vec<Event>,
+    /// Decide again at this time, even if nothing changes before.
+    pub requeue_at: Option<Timestamp>,
+}
+
+/// A pod to create for an attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewPod {
+    pub name: String,
+    pub attempt: u32,
+    /// Becomes `AGENT_RESTART_COUNT`.
+    pub restart_count: u32,
+    /// Becomes `AGENT_LAST_FAILURE_REASON` (empty on first start).
+    pub last_failure_reason: Option<FailureReason>,
+}
+
+/// An Event to record on the Agent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub reason: EventReason,
+    /// A sentence, as `kubectl describe` shows it.
+    pub note: String,
+}
+
+impl Event {
+    pub fn warning(&self) -> bool {
+        self.reason.is_warning()
+    }
+}
+
+/// The Event reasons of SPEC.md.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventReason {
+    PodCreated,
+    Crashed,
+    RestartScheduled,
+    Restarted,
+    HeartbeatLost,
+    CircuitOpened,
+    CircuitHalfOpen,
+    CircuitClosed,
+    RestartLimitExceeded,
+    ShutdownRespected,
+    PolicyNotFound,
+    Suspended,
+    ManualRestart,
+    Reset,
+    RolledOut,
+}
+
+impl EventReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventReason::PodCreated => "PodCreated",
+            EventReason::Crashed => "Crashed",
+            EventReason::RestartScheduled => "RestartScheduled",
+            EventReason::Restarted => "Restarted",
+            EventReason::HeartbeatLost => "HeartbeatLost",
+            EventReason::CircuitOpened => "CircuitOpened",
+            EventReason::CircuitHalfOpen => "CircuitHalfOpen",
+            EventReason::CircuitClosed => "CircuitClosed",
+            EventReason::RestartLimitExceeded => "RestartLimitExceeded",
+            EventReason::ShutdownRespected => "ShutdownRespected",
+            EventReason::PolicyNotFound => "PolicyNotFound",
+            EventReason::Suspended => "Suspended",
+            EventReason::ManualRestart => "ManualRestart",
+            EventReason::Reset => "Reset",
+            EventReason::RolledOut => "RolledOut",
+        }
+    }
+
+    pub fn is_warning(self) -> bool {
+        matches!(
+            self,
+            EventReason::Crashed
+                | EventReason::HeartbeatLost
+                | EventReason::CircuitOpened
+                | EventReason::RestartLimitExceeded
+                | EventReason::PolicyNotFound
+        )
+    }
+}
+
+/// The pod name of an attempt: `<agent>-<attempt>`, the agent part shortened if the whole would
+/// pass the 253-character limit. The same inputs always give the same name, so a retried create
+/// can never make a second pod for one attempt.
+pub fn pod_name(agent: &str, attempt: u32) -> String {
+    let suffix = format!("-{attempt}");
+    let room = 253 - suffix.len();
+    let mut base = &agent[..agent.len().min(room)];
+    while base.ends_with(['-', '.']) {
+        base = &base[..base.len() - 1];
+    }
+    format!("{base}{suffix}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pod_names_are_derived_and_bounded() {
+        assert_eq!(pod_name("researcher", 1), "researcher-1");
+        assert_eq!(pod_name("researcher", 12), "researcher-12");
+        let long = "a".repeat(253);
+        let name = pod_name(&long, 4_000_000_000);
+        assert_eq!(name.len(), 253);
+        assert!(name.ends_with("-4000000000"));
+        let dashed = format!("{}-{}", "b".repeat(249), "c".repeat(3));
+        assert!(!pod_name(&dashed, 123).contains("--"));
+    }
+}
