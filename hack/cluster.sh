@@ -198,14 +198,21 @@ AUDIT
     --secure-port=0 --leader-elect=false --v=1
 
   log "starting kwok with $NODES fake nodes"
-  local kwok_config=()
-  [[ -n "${KWOK_CONFIG:-}" ]] && kwok_config=(--config="$KWOK_CONFIG")
-  start kwok kwok --kubeconfig="$KUBECONFIG_FILE" "${kwok_config[@]}" \
+  [[ -f "$KWOK_STAGES/.complete" ]] || die "kwok stages missing in $KWOK_STAGES; run 'make tools'"
+  local stage
+  for stage in "$KWOK_STAGES"/*.yaml; do
+    cat "$stage"
+    echo "---"
+  done >"$DIR/kwok.yaml"
+  start kwok kwok --kubeconfig="$KUBECONFIG_FILE" --config="$DIR/kwok.yaml" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
     --cidr=10.0.0.1/16 --node-ip=10.0.0.1 --server-address=""
   local i
   for ((i = 0; i < NODES; i++)); do
     fake_node "kwok-node-$i" | kubectl --kubeconfig="$KUBECONFIG_FILE" apply -f - >/dev/null
+    # Admission taints new nodes not-ready; the node lifecycle controller (not run here: kwok
+    # nodes send no heartbeats) would lift it once kwok reports the node Ready.
+    kubectl --kubeconfig="$KUBECONFIG_FILE" taint nodes "kwok-node-$i" node.kubernetes.io/not-ready:NoSchedule- >/dev/null 2>&1 || true
   done
   wait_for kwok 60 nodes_ready
   running kube-controller-manager || fail_with_log kube-controller-manager "exited during startup"
@@ -254,7 +261,7 @@ down() {
     # Only when called from outside the watcher itself.
     [[ "$w" != "$PPID" && "$w" != "$$" ]] && kill "$w" 2>/dev/null || true
   fi
-  rm -rf "$DIR/etcd" "$DIR/apiserver" "$DIR/logs" "$DIR/pki" "$KUBECONFIG_FILE" "$DIR/audit-policy.yaml"
+  rm -rf "$DIR/etcd" "$DIR/apiserver" "$DIR/logs" "$DIR/pki" "$KUBECONFIG_FILE" "$DIR/audit-policy.yaml" "$DIR/kwok.yaml"
   log "cluster in $DIR stopped"
 }
 

@@ -18,6 +18,7 @@ KUBERNETES_BIN="$(tool_dir kubernetes "$KUBERNETES_VERSION")/bin"
 ETCD_BIN="$(tool_dir etcd "$ETCD_VERSION")/bin"
 KWOK_BIN="$(tool_dir kwok "$KWOK_VERSION")/bin"
 HELM_BIN="$(tool_dir helm "$HELM_VERSION")/bin"
+KWOK_STAGES="$(tool_dir kwok "$KWOK_VERSION")/stages"
 TOOLS_PATH="$KUBERNETES_BIN:$ETCD_BIN:$KWOK_BIN:$HELM_BIN"
 
 log() { printf '==> %s\n' "$*" >&2; }

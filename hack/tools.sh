@@ -24,7 +24,9 @@ export GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=readonly -trimpath"
 build() {
   local name=$1 version=$2 out=$3 ldflags=$4
   shift 4
-  local mod="$REPO_ROOT/tools/$name" stamp="$out/../.stamp" log="$out/../build.log"
+  local mod="$REPO_ROOT/tools/$name" stamp log
+  stamp="$(dirname "$out")/.stamp"
+  log="$(dirname "$out")/build.log"
   local want
   want="$(cat "$mod/go.mod" "$mod/go.sum" <(echo "$ldflags $*" ) | sha256sum | cut -d' ' -f1)"
   if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
@@ -69,9 +71,28 @@ k8s_ldflags() {
   echo "$flags"
 }
 
+# kwok's simulated kubelet behaviour comes as Stage manifests inside its (pinned) module: the
+# fast node and pod lifecycles, plus the chaos stage that fails a running container on request.
+kwok_stages() {
+  local dest="$KWOK_STAGES"
+  [[ -f "$dest/.complete" ]] && return 0
+  local dir
+  dir=$(cd "$REPO_ROOT/tools/kwok" && go mod download -json sigs.k8s.io/kwok | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [[ -d "$dir/kustomize/stage" ]] || die "kwok module has no stages at $dir/kustomize/stage"
+  mkdir -p "$dest"
+  local f
+  for f in node/fast/node-initialize.yaml pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml \
+    pod/fast/pod-delete.yaml pod/chaos/pod-container-running-failed.yaml; do
+    cp "$dir/kustomize/stage/$f" "$dest/$(basename "$f")"
+  done
+  touch "$dest/.complete"
+  log "kwok stages copied to $dest"
+}
+
 start=$SECONDS
 build etcd "$ETCD_VERSION" "$ETCD_BIN" "-s -w" go.etcd.io/etcd/server/v3=etcd
 build kwok "$KWOK_VERSION" "$KWOK_BIN" "-s -w" sigs.k8s.io/kwok/cmd/kwok
+kwok_stages
 build helm "$HELM_VERSION" "$HELM_BIN" "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
   helm.sh/helm/v3/cmd/helm
 build kubernetes "$KUBERNETES_VERSION" "$KUBERNETES_BIN" "$(k8s_ldflags)" \

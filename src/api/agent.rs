@@ -85,19 +85,25 @@ pub struct PolicyReference {
 /// How the agent proves it is alive.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = heartbeat_rules)]
 pub struct Heartbeat {
     /// The agent is hung when its Lease's `renewTime` is older than this, or the Lease is held
     /// by another pod. Must be longer than 0s.
-    #[schemars(extend("x-kubernetes-validations" = [{
-        "rule": "duration(self) > duration('0s')",
-        "message": "heartbeat timeout must be longer than 0s"
-    }]))]
     pub timeout: Duration,
 
     /// How long after the pod starts running before heartbeats are required. Default: the
     /// timeout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grace_period: Option<Duration>,
+}
+
+fn heartbeat_rules(schema: &mut schemars::Schema) {
+    super::duration::positive_when(
+        schema,
+        "timeout",
+        "true",
+        "heartbeat timeout must be longer than 0s",
+    );
 }
 
 impl Heartbeat {
@@ -199,6 +205,7 @@ pub struct AgentStatus {
 
     /// Restarts, newest first, at most the policy's `historyLimit`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 50))]
     pub restart_history: Vec<RestartRecord>,
 
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -221,6 +228,7 @@ pub struct AgentStatus {
     /// When the restarts that count toward `limits.maxRestarts` happened, newest first, kept
     /// while inside the limit's window.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 1000))]
     pub recent_restarts: Vec<Time>,
 
     /// The last `supervisor.dev/restart-requested-at` value acted on.

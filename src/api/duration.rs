@@ -8,7 +8,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// What admission accepts: Go's `time.ParseDuration` format without a sign, so that CEL's
 /// `duration()` and this type read the same strings.
-pub const DURATION_PATTERN: &str = r"^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$";
+pub const DURATION_PATTERN: &str = r"^(0|([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+)$";
 
 /// A non-negative span of time, such as `30s`, `5m` or `1h30m`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -108,6 +108,65 @@ impl<'de> Deserialize<'de> for Duration {
         let s = String::deserialize(deserializer)?;
         s.parse().map_err(serde::de::Error::custom)
     }
+}
+
+/// A CEL expression: `field` (on `self`) is absent or is not a duration. Rules that compare
+/// durations start with it, so a malformed duration gets only the clear "must be a duration"
+/// message of its own field, not a type-conversion error as well.
+fn unparsed(field: &str) -> String {
+    format!("!has(self.{field}) || !self.{field}.matches('{DURATION_PATTERN}')")
+}
+
+/// Adds an `x-kubernetes-validations` rule to a schema.
+pub(crate) fn add_rule(schema: &mut schemars::Schema, rule: serde_json::Value) {
+    let rules = schema
+        .ensure_object()
+        .entry("x-kubernetes-validations")
+        .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+    if let serde_json::Value::Array(rules) = rules {
+        rules.push(rule);
+    }
+}
+
+/// A rule on an object: duration field `smaller` must not be longer than duration field `larger`.
+pub(crate) fn not_longer_than(schema: &mut schemars::Schema, smaller: &str, larger: &str) {
+    add_rule(
+        schema,
+        serde_json::json!({
+            "rule": format!(
+                "{} || {} || duration(self.{smaller}) <= duration(self.{larger})",
+                unparsed(smaller),
+                unparsed(larger)
+            ),
+            "messageExpression": format!(
+                "'{smaller} (' + self.{smaller} + ') must not be longer than {larger} (' + self.{larger} + ')'"
+            ),
+            "fieldPath": format!(".{smaller}"),
+            "reason": "FieldValueInvalid",
+        }),
+    );
+}
+
+/// A rule on an object: duration field `field` must be longer than 0s when `condition` holds.
+pub(crate) fn positive_when(
+    schema: &mut schemars::Schema,
+    field: &str,
+    condition: &str,
+    message: &str,
+) {
+    add_rule(
+        schema,
+        serde_json::json!({
+            "rule": format!("!({condition}) || (has(self.{field}) && ({} || duration(self.{field}) > duration('0s')))", unparsed_present(field)),
+            "message": message,
+            "fieldPath": format!(".{field}"),
+            "reason": "FieldValueInvalid",
+        }),
+    );
+}
+
+fn unparsed_present(field: &str) -> String {
+    format!("!self.{field}.matches('{DURATION_PATTERN}')")
 }
 
 impl JsonSchema for Duration {

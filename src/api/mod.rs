@@ -142,7 +142,8 @@ pub fn crd_files() -> Vec<(String, String)> {
     let policy = serde_json::to_value(RestartPolicy::crd()).expect("a CRD serializes");
     [agent, policy]
         .into_iter()
-        .map(|crd| {
+        .map(|mut crd| {
+            reflow_descriptions(&mut crd);
             let name = format!(
                 "{}.yaml",
                 crd["metadata"]["name"].as_str().unwrap_or_default()
@@ -154,6 +155,31 @@ pub fn crd_files() -> Vec<(String, String)> {
             )
         })
         .collect()
+}
+
+/// Doc comments wrap at 100 columns; `kubectl explain` wraps by itself. Join wrapped lines, and
+/// keep paragraph breaks.
+fn reflow_descriptions(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            if let Some(serde_json::Value::String(text)) = map.get_mut("description") {
+                *text = text
+                    .split("\n\n")
+                    .map(|paragraph| {
+                        paragraph
+                            .split('\n')
+                            .map(str::trim)
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n\n");
+            }
+            map.values_mut().for_each(reflow_descriptions);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(reflow_descriptions),
+        _ => {}
+    }
 }
 
 fn strip_descriptions(value: &mut serde_json::Value) {

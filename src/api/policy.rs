@@ -5,7 +5,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::duration::Duration;
+use super::duration::{Duration, not_longer_than, positive_when};
 use super::{Condition, FailureReason, conditions_schema};
 
 /// How agents that use this policy are restarted when they fail.
@@ -96,12 +96,7 @@ impl Default for RestartPolicySpec {
 /// The delay before each restart.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = [{
-    "rule": "!has(self.initialDelay) || !has(self.maxDelay) || duration(self.initialDelay) <= duration(self.maxDelay)",
-    "messageExpression": "'initialDelay (' + self.initialDelay + ') must not be longer than maxDelay (' + self.maxDelay + ')'",
-    "fieldPath": ".initialDelay",
-    "reason": "FieldValueInvalid"
-}]))]
+#[schemars(transform = backoff_rules)]
 pub struct Backoff {
     /// `Never` (do not restart failures), `Immediate`, `Linear` (initialDelay × n) or
     /// `Exponential` (initialDelay × multiplier^(n−1)), where n counts consecutive failures.
@@ -163,12 +158,7 @@ pub enum BackoffType {
 /// up (phase `Stopped`, reason `RestartLimitExceeded`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = [{
-    "rule": "!has(self.maxRestarts) || self.maxRestarts == 0 || (has(self.window) && duration(self.window) > duration('0s'))",
-    "message": "window must be longer than 0s when maxRestarts is set",
-    "fieldPath": ".window",
-    "reason": "FieldValueInvalid"
-}]))]
+#[schemars(transform = limits_rules)]
 pub struct Limits {
     /// Restarts allowed within `window`; 0 means unlimited. At most 1000. Default 0.
     #[serde(default)]
@@ -193,12 +183,7 @@ impl Default for Limits {
 /// happens until one probe restart at the end of the open duration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = [{
-    "rule": "!has(self.openDuration) || !has(self.maxOpenDuration) || duration(self.openDuration) <= duration(self.maxOpenDuration)",
-    "messageExpression": "'openDuration (' + self.openDuration + ') must not be longer than maxOpenDuration (' + self.maxOpenDuration + ')'",
-    "fieldPath": ".openDuration",
-    "reason": "FieldValueInvalid"
-}]))]
+#[schemars(transform = breaker_rules)]
 pub struct CircuitBreakerPolicy {
     /// Consecutive failures that open the breaker; 0 disables it. Default 5.
     #[serde(default = "defaults::failure_threshold")]
@@ -298,6 +283,23 @@ pub struct RestartPolicyStatus {
     /// How many Agents use this policy.
     #[serde(default)]
     pub agents: u32,
+}
+
+fn backoff_rules(schema: &mut schemars::Schema) {
+    not_longer_than(schema, "initialDelay", "maxDelay");
+}
+
+fn breaker_rules(schema: &mut schemars::Schema) {
+    not_longer_than(schema, "openDuration", "maxOpenDuration");
+}
+
+fn limits_rules(schema: &mut schemars::Schema) {
+    positive_when(
+        schema,
+        "window",
+        "has(self.maxRestarts) && self.maxRestarts > 0",
+        "window must be longer than 0s when maxRestarts is set",
+    );
 }
 
 /// The defaults, one place: the schema, `Default` and the docs all read these.

@@ -161,3 +161,59 @@ where
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// Installs (or updates) the CRDs from `crds/` with server-side apply and waits until they are
+/// established. Safe to call from every test.
+pub async fn install_crds(client: &Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Patch, PatchParams};
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = PatchParams::apply("agent-supervisor-tests").force();
+    for (name, yaml) in agent_supervisor::api::crd_files() {
+        let crd: CustomResourceDefinition =
+            serde_yaml::from_str(&yaml).expect("generated CRD parses");
+        let crd_name = crd.metadata.name.clone().expect("CRD has a name");
+        crds.patch(&crd_name, &params, &Patch::Apply(&crd))
+            .await
+            .unwrap_or_else(|e| panic!("cannot install CRD {name}: {e}"));
+        eventually(
+            Duration::from_secs(30),
+            &format!("CRD {crd_name} to be established"),
+            || {
+                let crds = crds.clone();
+                let crd_name = crd_name.clone();
+                async move {
+                    let crd = crds.get(&crd_name).await.ok()?;
+                    let established = crd
+                        .status?
+                        .conditions?
+                        .iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True");
+                    established.then_some(())
+                }
+            },
+        )
+        .await;
+    }
+}
+
+/// A `kubectl` command for the test control plane: the pinned kubectl, this KUBECONFIG.
+pub fn kubectl() -> Command {
+    let out = Command::new(repo_root().join("hack/tools.sh"))
+        .arg("--print")
+        .output()
+        .expect("cannot run hack/tools.sh --print");
+    let mut path = std::env::split_paths(
+        &String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .replace('\n', ":"),
+    )
+    .collect::<Vec<_>>();
+    path.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    let mut cmd = Command::new("kubectl");
+    cmd.env("PATH", std::env::join_paths(path).expect("valid PATH"));
+    cmd.env("KUBECONFIG", kubeconfig());
+    cmd
+}
