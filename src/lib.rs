@@ -1,4 +1,5 @@
 //! agent-supervisor: a Kubernetes operator that keeps long-running AI agents alive.
 
 pub mod api;
+pub mod controller;
 pub mod supervise;

@@ -56,11 +56,17 @@ fn cap(millis: f64, max: Duration) -> Duration {
     }
 }
 
-/// A number in [0, 1) from (uid, attempt): FNV-1a, then a splitmix64 finalizer so that
-/// neighbouring attempts land far apart.
+/// A number in [0, 1) from (uid, attempt).
 fn unit_interval(uid: &str, attempt: u32) -> f64 {
+    let bytes = uid.bytes().chain(attempt.to_le_bytes());
+    (stable_hash(bytes) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// A hash that never changes between builds or machines: FNV-1a, then a splitmix64 finalizer so
+/// that inputs differing in one byte land far apart.
+pub fn stable_hash(bytes: impl IntoIterator<Item = u8>) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in uid.bytes().chain(attempt.to_le_bytes()) {
+    for b in bytes {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
@@ -68,8 +74,7 @@ fn unit_interval(uid: &str, attempt: u32) -> f64 {
     h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
     h ^= h >> 27;
     h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
-    h ^= h >> 31;
-    (h >> 11) as f64 / (1u64 << 53) as f64
+    h ^ (h >> 31)
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ pub mod observe;
 pub mod plan;
 pub mod rules;
 
+pub use backoff::stable_hash;
 pub use decide::decide;
 pub use observe::{AgentFacts, Input, LeaseFacts, PodFacts, PolicyResolution};
 pub use plan::{Event, EventReason, NewPod, Plan, pod_name};

@@ -6,6 +6,8 @@
 //! exits. A test that cannot reach its control plane panics with the reason; it never skips.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod kubelet;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -216,4 +218,65 @@ pub fn kubectl() -> Command {
     cmd.env("PATH", std::env::join_paths(path).expect("valid PATH"));
     cmd.env("KUBECONFIG", kubeconfig());
     cmd
+}
+
+/// The operator, running in this test process and watching only `namespace`. Stopped on drop.
+pub struct Operator {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// The user agent of the in-process operator's requests, so audit logs tell them apart.
+pub const OPERATOR_USER_AGENT: &str = "agent-supervisor-test-operator";
+
+impl Operator {
+    pub async fn start(namespace: &str) -> Operator {
+        let mut config = admin_config().await;
+        config.headers.push((
+            http::header::USER_AGENT,
+            http::HeaderValue::from_static(OPERATOR_USER_AGENT),
+        ));
+        Operator::start_with(
+            Client::try_from(config).expect("operator client"),
+            namespace,
+        )
+    }
+
+    pub fn start_with(client: Client, namespace: &str) -> Operator {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let config = agent_supervisor::controller::Config {
+            namespaces: vec![namespace.to_string()],
+            ..Default::default()
+        };
+        let task = tokio::spawn(agent_supervisor::controller::run(
+            client,
+            config,
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        Operator {
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    /// Stops the operator at once, as a crash would: no graceful shutdown.
+    pub async fn kill(mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
 }

@@ -1,0 +1,192 @@
+//! The objects the operator creates for an Agent: the attempt's pod, the heartbeat Lease and
+//! the PersistentVolumeClaims. Pure builders; the reconciler sends them.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::{
+    EnvVar, PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodSpec, Volume,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::{Resource, ResourceExt};
+
+use crate::api::{AGENT_LABEL, ATTEMPT_LABEL, Agent, TEMPLATE_HASH_ANNOTATION};
+use crate::supervise::NewPod;
+
+/// The owner reference that makes the Agent the controller of what it owns.
+pub fn owner_reference(agent: &Agent) -> OwnerReference {
+    agent
+        .controller_owner_ref(&())
+        .expect("an Agent read from the API server has a name and uid")
+}
+
+/// True when `owner_refs` names this agent (by uid) as the controller.
+pub fn controlled_by(owner_refs: &[OwnerReference], agent: &Agent) -> bool {
+    let uid = agent.metadata.uid.as_deref();
+    owner_refs
+        .iter()
+        .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid)
+}
+
+/// A stable hash of everything that shapes the pod: a different hash means a rollout.
+pub fn template_hash(agent: &Agent) -> String {
+    let claims: Vec<&str> = agent
+        .spec
+        .volume_claim_templates
+        .iter()
+        .map(|c| c.metadata.name.as_str())
+        .collect();
+    let shape = serde_json::json!({
+        "template": agent.spec.template,
+        "claims": claims,
+        "heartbeat": agent.spec.heartbeat.is_some(),
+    });
+    let bytes = serde_json::to_vec(&shape).expect("the template serializes");
+    format!("{:016x}", crate::supervise::stable_hash(bytes))
+}
+
+/// The name of the PVC made from a claim template.
+pub fn claim_name(agent: &str, template: &str) -> String {
+    format!("{agent}-{template}")
+}
+
+/// The pod of one attempt: the template, with `restartPolicy: Never`, the Agent as controller,
+/// the agent and attempt labels, the template hash, the `AGENT_*` environment in every
+/// container, and the agent's PVCs mounted as volumes named after their templates.
+pub fn pod(agent: &Agent, new: &NewPod, template_hash: &str) -> Pod {
+    let name = agent.name_any();
+    let template = &agent.spec.template;
+    let template_meta = template.metadata.clone().unwrap_or_default();
+
+    let mut labels = template_meta.labels.unwrap_or_default();
+    labels.insert(AGENT_LABEL.to_string(), name.clone());
+    labels.insert(ATTEMPT_LABEL.to_string(), new.attempt.to_string());
+    let mut annotations = template_meta.annotations.unwrap_or_default();
+    annotations.insert(
+        TEMPLATE_HASH_ANNOTATION.to_string(),
+        template_hash.to_string(),
+    );
+
+    let mut spec: PodSpec = template.spec.clone().unwrap_or_default();
+    spec.restart_policy = Some("Never".to_string());
+    let env = agent_env(agent, new);
+    for container in spec
+        .containers
+        .iter_mut()
+        .chain(spec.init_containers.iter_mut().flatten())
+    {
+        let vars = container.env.get_or_insert_with(Vec::new);
+        vars.retain(|v| !env.iter().any(|e| e.name == v.name));
+        vars.extend(env.iter().cloned());
+    }
+    if !agent.spec.volume_claim_templates.is_empty() {
+        let volumes = spec.volumes.get_or_insert_with(Vec::new);
+        for claim in &agent.spec.volume_claim_templates {
+            let volume = Volume {
+                name: claim.metadata.name.clone(),
+                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: claim_name(&name, &claim.metadata.name),
+                    read_only: None,
+                }),
+                ..Volume::default()
+            };
+            volumes.retain(|v| v.name != volume.name);
+            volumes.push(volume);
+        }
+    }
+
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(new.name.clone()),
+            namespace: agent.namespace(),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            owner_references: Some(vec![owner_reference(agent)]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(spec),
+        status: None,
+    }
+}
+
+fn agent_env(agent: &Agent, new: &NewPod) -> Vec<EnvVar> {
+    let var = |name: &str, value: String| EnvVar {
+        name: name.to_string(),
+        value: Some(value),
+        value_from: None,
+    };
+    let mut env = vec![
+        var("AGENT_NAME", agent.name_any()),
+        var("AGENT_NAMESPACE", agent.namespace().unwrap_or_default()),
+        var("AGENT_POD_NAME", new.name.clone()),
+        var("AGENT_RESTART_COUNT", new.restart_count.to_string()),
+        var(
+            "AGENT_LAST_FAILURE_REASON",
+            new.last_failure_reason
+                .map(|r| r.to_string())
+                .unwrap_or_default(),
+        ),
+    ];
+    if agent.spec.heartbeat.is_some() {
+        env.push(var("AGENT_HEARTBEAT_LEASE", agent.name_any()));
+    }
+    env
+}
+
+/// The heartbeat Lease, named after the Agent, empty until the agent renews it.
+pub fn lease(agent: &Agent) -> Lease {
+    let timeout = agent
+        .spec
+        .heartbeat
+        .as_ref()
+        .map(|h| h.timeout.as_std().as_secs().max(1));
+    Lease {
+        metadata: ObjectMeta {
+            name: Some(agent.name_any()),
+            namespace: agent.namespace(),
+            labels: Some(BTreeMap::from([(
+                AGENT_LABEL.to_string(),
+                agent.name_any(),
+            )])),
+            owner_references: Some(vec![owner_reference(agent)]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(LeaseSpec {
+            lease_duration_seconds: timeout.map(|t| i32::try_from(t).unwrap_or(i32::MAX)),
+            ..LeaseSpec::default()
+        }),
+    }
+}
+
+/// The PVCs of the Agent's claim templates.
+pub fn claims(agent: &Agent) -> Vec<PersistentVolumeClaim> {
+    let name = agent.name_any();
+    agent
+        .spec
+        .volume_claim_templates
+        .iter()
+        .map(|template| {
+            let mut labels = template.metadata.labels.clone();
+            labels.insert(AGENT_LABEL.to_string(), name.clone());
+            PersistentVolumeClaim {
+                metadata: ObjectMeta {
+                    name: Some(claim_name(&name, &template.metadata.name)),
+                    namespace: agent.namespace(),
+                    labels: Some(labels),
+                    annotations: Some(template.metadata.annotations.clone())
+                        .filter(|a| !a.is_empty()),
+                    owner_references: Some(vec![owner_reference(agent)]),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(template.spec.clone()),
+                status: None,
+            }
+        })
+        .collect()
+}
+
+/// The Agent's own kind, for object references.
+pub fn agent_kind() -> &'static str {
+    static KIND: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    KIND.get_or_init(|| Agent::kind(&()).into_owned())
+}

@@ -1,0 +1,224 @@
+//! One reconcile of one Agent: gather → decide → act → record.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::api::{DeleteParams, PostParams, Preconditions};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event as KubeEvent, EventType};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, Resource, ResourceExt};
+use tracing::{info, instrument, warn};
+
+use super::error::{Error, is_conflict, is_not_found};
+use super::{Context, RESYNC, gather, manifests, status};
+use crate::api::{ATTEMPT_LABEL, Agent};
+use crate::supervise::{self, Input, NewPod, Plan};
+
+#[instrument(skip_all, fields(namespace = %agent.namespace().unwrap_or_default(), name = %agent.name_any()))]
+pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if agent.metadata.deletion_timestamp.is_some() {
+        // Its pods, Lease and claims go with it through garbage collection.
+        return Ok(Action::await_change());
+    }
+    let now = jiff::Timestamp::now();
+    let input = gather::gather(&agent, &ctx, now).await?;
+    let plan = supervise::decide(&input);
+    if plan.create_pod.is_some() || plan.delete_pod.is_some() || !plan.events.is_empty() {
+        let events: Vec<&str> = plan.events.iter().map(|e| e.reason.as_str()).collect();
+        info!(
+            phase = plan.status.phase.map(|p| p.as_str()),
+            create = plan.create_pod.as_ref().map(|p| p.name.as_str()),
+            delete = plan.delete_pod.as_deref(),
+            ?events,
+            "decided"
+        );
+    }
+    act(&agent, &input, &plan, &ctx).await?;
+    status::record(&agent, &input, &plan, &ctx).await?;
+    publish_events(&agent, &plan, &ctx).await;
+    Ok(requeue(&plan, now))
+}
+
+fn requeue(plan: &Plan, now: jiff::Timestamp) -> Action {
+    match plan.requeue_at {
+        Some(at) => {
+            let wait = (at - now)
+                .total(jiff::Unit::Millisecond)
+                .unwrap_or(0.0)
+                .max(0.0);
+            // Status times are whole seconds: wake just after the due second.
+            Action::requeue(Duration::from_millis(wait as u64 + 50).min(RESYNC))
+        }
+        None => Action::requeue(RESYNC),
+    }
+}
+
+/// Carries out the plan's pod actions.
+async fn act(agent: &Agent, input: &Input, plan: &Plan, ctx: &Context) -> Result<(), Error> {
+    let namespace = agent.namespace().unwrap_or_default();
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    if let Some(name) = &plan.delete_pod {
+        delete_pod(&pods, &namespace, name, ctx).await?;
+    }
+    if let Some(new) = &plan.create_pod {
+        ensure_owned_objects(agent, ctx).await?;
+        create_pod(agent, &pods, new, &input.agent.template_hash).await?;
+        remove_old_pods(agent, &pods, new.attempt, ctx).await;
+    }
+    Ok(())
+}
+
+async fn delete_pod(
+    pods: &Api<Pod>,
+    namespace: &str,
+    name: &str,
+    ctx: &Context,
+) -> Result<(), Error> {
+    // Only the very pod that was observed: a precondition on its uid.
+    let uid = ctx
+        .pods
+        .get(&ObjectRef::new(name).within(namespace))
+        .and_then(|p| p.uid());
+    let params = DeleteParams {
+        preconditions: uid.map(|uid| Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match pods.delete(name, &params).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) || is_conflict(&e) => Ok(()),
+        Err(source) => Err(Error::Delete {
+            pod: name.to_string(),
+            source,
+        }),
+    }
+}
+
+async fn create_pod(agent: &Agent, pods: &Api<Pod>, new: &NewPod, hash: &str) -> Result<(), Error> {
+    let pod = manifests::pod(agent, new, hash);
+    match pods
+        .create(
+            &PostParams {
+                field_manager: Some(super::FIELD_MANAGER.into()),
+                ..Default::default()
+            },
+            &pod,
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        // The name is derived from the attempt: an existing pod is this very attempt, created
+        // by an earlier try whose status write was lost — unless someone else owns the name.
+        Err(e) if is_conflict(&e) => match pods.get(&new.name).await {
+            Ok(existing) if manifests::controlled_by(existing.owner_references(), agent) => Ok(()),
+            Ok(_) => Err(Error::NameTaken(new.name.clone())),
+            Err(source) => Err(Error::Read {
+                what: format!("pod {}", new.name),
+                source,
+            }),
+        },
+        Err(source) => Err(Error::Create {
+            what: format!("pod {}", new.name),
+            source,
+        }),
+    }
+}
+
+/// The heartbeat Lease and the claims, created when missing.
+async fn ensure_owned_objects(agent: &Agent, ctx: &Context) -> Result<(), Error> {
+    let namespace = agent.namespace().unwrap_or_default();
+    let params = PostParams {
+        field_manager: Some(super::FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    if agent.spec.heartbeat.is_some()
+        && ctx
+            .leases
+            .get(&ObjectRef::new(&agent.name_any()).within(&namespace))
+            .is_none()
+    {
+        let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &namespace);
+        create_if_missing(&leases, &manifests::lease(agent), &params).await?;
+    }
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &namespace);
+    for claim in manifests::claims(agent) {
+        let name = claim.name_any();
+        if ctx
+            .claims
+            .get(&ObjectRef::new(&name).within(&namespace))
+            .is_none()
+        {
+            create_if_missing(&claims, &claim, &params).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn create_if_missing<K>(api: &Api<K>, object: &K, params: &PostParams) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    match api.create(params, object).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_conflict(&e) => Ok(()),
+        Err(source) => Err(Error::Create {
+            what: format!("{} {}", K::kind(&()), object.name_any()),
+            source,
+        }),
+    }
+}
+
+/// Finished pods of attempts before the previous one: the previous is kept for `kubectl logs`.
+async fn remove_old_pods(agent: &Agent, pods: &Api<Pod>, attempt: u32, ctx: &Context) {
+    let namespace = agent.namespace();
+    let old = ctx.pods.state_filter(|p| {
+        p.namespace() == namespace
+            && p.metadata.deletion_timestamp.is_none()
+            && manifests::controlled_by(p.owner_references(), agent)
+            && p.labels()
+                .get(ATTEMPT_LABEL)
+                .and_then(|a| a.parse::<u32>().ok())
+                .is_some_and(|a| a + 1 < attempt)
+            && matches!(
+                p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                Some("Succeeded" | "Failed")
+            )
+    });
+    for pod in old {
+        let name = pod.name_any();
+        if let Err(e) = pods.delete(&name, &DeleteParams::default()).await
+            && !is_not_found(&e)
+        {
+            warn!(pod = name, error = %e, "could not remove an old pod");
+        }
+    }
+}
+
+async fn publish_events(agent: &Agent, plan: &Plan, ctx: &Context) {
+    let reference = agent.object_ref(&());
+    for event in &plan.events {
+        let kube_event = KubeEvent {
+            type_: if event.warning() {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: event.reason.as_str().to_string(),
+            note: Some(event.note.clone()),
+            action: event.reason.as_str().to_string(),
+            secondary: None,
+        };
+        if let Err(e) = ctx.recorder.publish(&kube_event, &reference).await {
+            warn!(reason = event.reason.as_str(), error = %e, "could not record an Event");
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! Record: the Agent's status, written with server-side apply under the operator's field
+//! manager, only when it changed, and only if the Agent is still what the decision saw.
+
+use kube::api::{Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+use super::error::Error;
+use super::{Context, FIELD_MANAGER};
+use crate::api::{Agent, AgentStatus};
+use crate::supervise::{Input, Plan};
+
+/// Writes what the plan changed. A shutdown the operator records goes first, as a merge patch
+/// of that one field (so the operator's applied status never owns it, and never removes one
+/// written by someone else); then the rest by server-side apply. Both carry the resourceVersion
+/// the decision was made on: a decision made on a stale cache is refused (409) and made again.
+pub async fn record(agent: &Agent, input: &Input, plan: &Plan, ctx: &Context) -> Result<(), Error> {
+    let api: Api<Agent> =
+        Api::namespaced(ctx.client.clone(), &agent.namespace().unwrap_or_default());
+    let name = agent.name_any();
+    let mut resource_version = agent.resource_version();
+
+    if let Some(shutdown) = &plan.record_shutdown {
+        let patch = json!({
+            "metadata": { "resourceVersion": resource_version },
+            "status": { "shutdown": shutdown },
+        });
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        let updated = api
+            .patch_status(&name, &params, &Patch::Merge(&patch))
+            .await
+            .map_err(Error::Status)?;
+        resource_version = updated.resource_version();
+    }
+
+    let applied = without_shutdown(&plan.status);
+    if applied == without_shutdown(&input.status) && plan.record_shutdown.is_none() {
+        return Ok(());
+    }
+    let patch = json!({
+        "apiVersion": "supervisor.dev/v1alpha1",
+        "kind": "Agent",
+        "metadata": { "name": name, "resourceVersion": resource_version },
+        "status": applied,
+    });
+    api.patch_status(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map_err(Error::Status)?;
+    Ok(())
+}
+
+fn without_shutdown(status: &AgentStatus) -> AgentStatus {
+    AgentStatus {
+        shutdown: None,
+        ..status.clone()
+    }
+}
