@@ -199,6 +199,51 @@ pub async fn install_crds(client: &Client) {
     }
 }
 
+/// Waits until the garbage collector acts on Agents: it discovers new resource types only every
+/// 30 seconds, and dependents of an Agent deleted before then would never be collected. Proven
+/// by deleting a probe Agent and seeing its dependent ConfigMap collected. Once per process.
+pub async fn wait_for_garbage_collection_of_agents(ns: &TestNamespace) {
+    use agent_supervisor::api::Agent;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    static READY: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    READY
+        .get_or_init(|| async {
+            let agents: Api<Agent> = ns.api();
+            let maps: Api<ConfigMap> = ns.api();
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+            for round in 0.. {
+                let name = format!("gc-probe-{round}");
+                let agent: Agent = serde_json::from_value(serde_json::json!({
+                    "metadata": { "name": name },
+                    "spec": { "suspend": true, "template": { "spec": { "containers": [{ "name": "c", "image": "none" }] } } }
+                }))
+                .unwrap();
+                let agent = agents.create(&PostParams::default(), &agent).await.expect("create probe agent");
+                let map: ConfigMap = serde_json::from_value(serde_json::json!({
+                    "metadata": { "name": name, "ownerReferences": [{
+                        "apiVersion": "supervisor.dev/v1alpha1", "kind": "Agent", "name": name,
+                        "uid": agent.metadata.uid, "controller": true
+                    }]}
+                }))
+                .unwrap();
+                maps.create(&PostParams::default(), &map).await.expect("create probe dependent");
+                agents.delete(&name, &DeleteParams::background()).await.expect("delete probe agent");
+                let collected = tokio::time::timeout(Duration::from_secs(10), async {
+                    while maps.get_opt(&name).await.ok().flatten().is_some() {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                })
+                .await
+                .is_ok();
+                if collected {
+                    return;
+                }
+                assert!(tokio::time::Instant::now() < deadline, "the garbage collector never collected Agent dependents");
+            }
+        })
+        .await;
+}
+
 /// A `kubectl` command for the test control plane: the pinned kubectl, this KUBECONFIG.
 pub fn kubectl() -> Command {
     let out = Command::new(repo_root().join("hack/tools.sh"))

@@ -1,0 +1,298 @@
+//! What people do to agents: restart, reset, change the template, delete — and what happens
+//! when the operator itself is killed.
+
+use std::time::Duration;
+
+use agent_supervisor::api::{Agent, Phase, Trigger};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::support::{Operator, TestNamespace, eventually};
+use crate::{fast_policy, setup};
+
+async fn annotate(ns: &TestNamespace, agent: &str, key: &str, value: &str) {
+    let patch = json!({ "metadata": { "annotations": { key: value } } });
+    ns.api::<Agent>()
+        .patch(agent, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("annotate");
+}
+
+#[tokio::test]
+async fn a_manual_restart_happens_once_per_value_and_counts_toward_nothing() {
+    let (ns, _operator) = setup().await;
+    ns.create_policy("p", fast_policy("1s")).await;
+    ns.create_agent("worker", json!({ "restartPolicyRef": { "name": "p" } }))
+        .await;
+    ns.wait_running("worker-1").await;
+    annotate(
+        &ns,
+        "worker",
+        "supervisor.dev/restart-requested-at",
+        "2026-11-21T10:00:00Z",
+    )
+    .await;
+    ns.wait_running("worker-2").await;
+    let status = ns
+        .wait_status("worker", "the manual restart", |s| {
+            s.restart_count == 1 && s.phase == Some(Phase::Running)
+        })
+        .await;
+    assert_eq!(status.restart_history[0].trigger, Trigger::Manual);
+    assert_eq!(status.consecutive_failures, 0);
+    assert!(status.recent_restarts.is_empty());
+    ns.wait_event("worker", "ManualRestart").await;
+    ns.wait_gone("worker-1").await;
+
+    // The same value again does nothing.
+    annotate(&ns, "worker", "test.supervisor.dev/poke", "1").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        ns.status("worker").await.attempt,
+        2,
+        "a handled request is not repeated"
+    );
+}
+
+#[tokio::test]
+async fn a_template_change_rolls_the_pod_out_without_counting() {
+    let (ns, _operator) = setup().await;
+    ns.create_policy("p", fast_policy("1s")).await;
+    ns.create_agent("roller", json!({ "restartPolicyRef": { "name": "p" } }))
+        .await;
+    ns.wait_running("roller-1").await;
+    let patch = json!({ "spec": { "template": { "spec": { "containers": [{ "name": "agent", "image": "example.invalid/agent:2" }] } } } });
+    ns.api::<Agent>()
+        .patch("roller", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("change template");
+    let pod = ns.wait_running("roller-2").await;
+    assert_eq!(
+        pod.spec.unwrap().containers[0].image.as_deref(),
+        Some("example.invalid/agent:2")
+    );
+    let status = ns
+        .wait_status("roller", "the rollout", |s| {
+            s.phase == Some(Phase::Running) && s.attempt == 2
+        })
+        .await;
+    assert_eq!(status.restart_history[0].trigger, Trigger::Rollout);
+    assert_eq!(status.consecutive_failures, 0);
+    assert!(
+        status.recent_restarts.is_empty(),
+        "a rollout counts toward no limit"
+    );
+    assert!(status.last_failure.is_none(), "a rollout is not a failure");
+    ns.wait_event("roller", "RolledOut").await;
+}
+
+#[tokio::test]
+async fn a_killed_operator_restarts_at_the_scheduled_time_without_a_second_pod() {
+    let ns = TestNamespace::new().await;
+    crate::support::install_crds(&ns.client).await;
+    let operator = Operator::start(&ns.name).await;
+    ns.create_policy("p", fast_policy("8s")).await;
+    ns.create_agent("phoenix", json!({ "restartPolicyRef": { "name": "p" } }))
+        .await;
+    ns.wait_running("phoenix-1").await;
+    ns.terminate("phoenix-1", 1, "Error", "crash").await;
+    let backing_off = ns
+        .wait_status("phoenix", "BackingOff", |s| {
+            s.phase == Some(Phase::BackingOff)
+        })
+        .await;
+    let scheduled = backing_off.next_restart_at.unwrap().0;
+
+    operator.kill().await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let _operator = Operator::start(&ns.name).await;
+
+    let pod = ns.wait_running("phoenix-2").await;
+    let created = pod.metadata.creation_timestamp.unwrap().0;
+    assert!(
+        created >= scheduled,
+        "restarted at {created}, before the scheduled {scheduled}"
+    );
+    assert!(
+        (created - scheduled).get_seconds() <= 3,
+        "restarted at {created}, long after {scheduled}"
+    );
+    let status = ns
+        .wait_status("phoenix", "restartCount 1", |s| s.restart_count == 1)
+        .await;
+    assert_eq!(status.attempt, 2);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let pods = ns.api::<Pod>().list(&ListParams::default()).await.unwrap();
+    let live: Vec<_> = pods
+        .items
+        .iter()
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    assert_eq!(live, ["phoenix-2"], "exactly one live pod");
+    assert_eq!(
+        ns.status("phoenix").await.restart_count,
+        1,
+        "restartCount stays exact"
+    );
+}
+
+#[tokio::test]
+async fn foreign_pods_are_never_touched_and_deleting_an_agent_removes_what_it_owns() {
+    let (ns, _operator) = setup().await;
+    crate::support::wait_for_garbage_collection_of_agents(&ns).await;
+    ns.create_policy("p", fast_policy("1s")).await;
+    // A pod with the agent label that no Agent controls.
+    let foreign: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "keeper-1", "labels": { "supervisor.dev/agent": "keeper", "supervisor.dev/attempt": "1" } },
+        "spec": { "containers": [{ "name": "c", "image": "example.invalid/other:1" }] }
+    }))
+    .unwrap();
+    let foreign = ns
+        .api::<Pod>()
+        .create(&PostParams::default(), &foreign)
+        .await
+        .expect("create foreign pod");
+    let claim = json!({ "metadata": { "name": "memory" }, "spec": {
+        "accessModes": ["ReadWriteOnce"], "resources": { "requests": { "storage": "1Gi" } } } });
+    ns.create_agent(
+        "keeper",
+        json!({
+            "restartPolicyRef": { "name": "p" },
+            "heartbeat": { "timeout": "1h" },
+            "volumeClaimTemplates": [claim],
+        }),
+    )
+    .await;
+    // The name of attempt 1 is taken by the foreign pod: the operator reports it, touches nothing.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let still = ns
+        .api::<Pod>()
+        .get("keeper-1")
+        .await
+        .expect("the foreign pod is still there");
+    assert_eq!(
+        still.metadata.uid, foreign.metadata.uid,
+        "the foreign pod was not replaced"
+    );
+    assert_eq!(
+        still.metadata.labels, foreign.metadata.labels,
+        "nor patched"
+    );
+    assert!(still.metadata.owner_references.is_none());
+
+    // A second agent with its own pods, claim and Lease. This cluster has no storage
+    // provisioner: a volume made for the claim stands in for one.
+    let volume: PersistentVolume = serde_json::from_value(json!({
+        "metadata": { "name": format!("{}-owner-memory", ns.name) },
+        "spec": {
+            "capacity": { "storage": "1Gi" }, "accessModes": ["ReadWriteOnce"],
+            "hostPath": { "path": "/tmp/agent-memory" },
+            "claimRef": { "namespace": ns.name, "name": "owner-memory" },
+        }
+    }))
+    .unwrap();
+    let volumes: kube::Api<PersistentVolume> = kube::Api::all(ns.client.clone());
+    volumes
+        .create(&PostParams::default(), &volume)
+        .await
+        .expect("create volume");
+    ns.create_agent(
+        "owner",
+        json!({
+            "restartPolicyRef": { "name": "p" },
+            "heartbeat": { "timeout": "1h" },
+            "volumeClaimTemplates": [claim],
+        }),
+    )
+    .await;
+    let pod = ns.wait_running("owner-1").await;
+    let volumes = pod.spec.unwrap().volumes.unwrap_or_default();
+    let memory = volumes
+        .iter()
+        .find(|v| v.name == "memory")
+        .expect("the claim is mounted");
+    assert_eq!(
+        memory.persistent_volume_claim.as_ref().unwrap().claim_name,
+        "owner-memory"
+    );
+    ns.api::<PersistentVolumeClaim>()
+        .get("owner-memory")
+        .await
+        .expect("the claim exists");
+    ns.api::<Lease>()
+        .get("owner")
+        .await
+        .expect("the lease exists");
+
+    ns.api::<Agent>()
+        .delete("owner", &DeleteParams::background())
+        .await
+        .expect("delete agent");
+    ns.wait_gone("owner-1").await;
+    let claims = ns.api::<PersistentVolumeClaim>();
+    let leases = ns.api::<Lease>();
+    eventually(
+        Duration::from_secs(60),
+        "the claim and Lease to be collected",
+        || {
+            let (claims, leases) = (claims.clone(), leases.clone());
+            async move {
+                let claim_gone = claims.get_opt("owner-memory").await.ok()?.is_none()
+                    || claims
+                        .get("owner-memory")
+                        .await
+                        .ok()?
+                        .metadata
+                        .deletion_timestamp
+                        .is_some();
+                let lease_gone = leases.get_opt("owner").await.ok()?.is_none();
+                (claim_gone && lease_gone).then_some(())
+            }
+        },
+    )
+    .await;
+    assert!(
+        ns.api::<Pod>().get_opt("keeper-1").await.unwrap().is_some(),
+        "the foreign pod survives"
+    );
+}
+
+#[tokio::test]
+async fn kubectl_describe_shows_the_restart_history_and_events() {
+    let (ns, _operator) = setup().await;
+    ns.create_policy("p", fast_policy("1s")).await;
+    ns.create_agent("described", json!({ "restartPolicyRef": { "name": "p" } }))
+        .await;
+    ns.wait_running("described-1").await;
+    ns.terminate("described-1", 3, "Error", "config file missing")
+        .await;
+    ns.wait_running("described-2").await;
+    ns.wait_status("described", "restart recorded", |s| s.restart_count == 1)
+        .await;
+    ns.wait_event("described", "Restarted").await;
+    let out = crate::support::kubectl()
+        .args(["-n", &ns.name, "describe", "agent", "described"])
+        .output()
+        .expect("run kubectl describe");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        "Restart History:",
+        "Trigger:",
+        "Failure",
+        "Exit Code:",
+        "config file missing",
+        "Restarted At:",
+        "Events:",
+        "Crashed",
+        "RestartScheduled",
+        "Restarted",
+    ] {
+        assert!(
+            text.contains(want),
+            "kubectl describe lacks {want:?}:\n{text}"
+        );
+    }
+}
