@@ -16,4 +16,5 @@ if [[ -z "${KUBECONFIG:-}" ]]; then
   export KUBECONFIG="$dir/kubeconfig"
 fi
 log "testing against $(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
-cargo test --locked --all-targets
+# Integration tests mostly wait on the API server: run many at once, each in its own namespace.
+cargo test --locked --all-targets -- --test-threads="${TEST_THREADS:-16}"
