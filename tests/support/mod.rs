@@ -246,20 +246,23 @@ pub async fn wait_for_garbage_collection_of_agents(ns: &TestNamespace) {
 
 /// A `kubectl` command for the test control plane: the pinned kubectl, this KUBECONFIG.
 pub fn kubectl() -> Command {
+    tool("kubectl")
+}
+
+/// A `helm` command for the test control plane: the pinned helm, this KUBECONFIG.
+pub fn helm() -> Command {
+    tool("helm")
+}
+
+/// A command from the pinned tools (`hack/tools.sh --print`), pointed at the test control plane.
+pub fn tool(name: &str) -> Command {
     let out = Command::new(repo_root().join("hack/tools.sh"))
         .arg("--print")
         .output()
         .expect("cannot run hack/tools.sh --print");
-    let mut path = std::env::split_paths(
-        &String::from_utf8_lossy(&out.stdout)
-            .trim()
-            .replace('\n', ":"),
-    )
-    .collect::<Vec<_>>();
-    path.extend(std::env::split_paths(
-        &std::env::var_os("PATH").unwrap_or_default(),
-    ));
-    let mut cmd = Command::new("kubectl");
+    let mut path: Vec<PathBuf> = String::from_utf8_lossy(&out.stdout).lines().map(PathBuf::from).collect();
+    path.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
+    let mut cmd = Command::new(name);
     cmd.env("PATH", std::env::join_paths(path).expect("valid PATH"));
     cmd.env("KUBECONFIG", kubeconfig());
     cmd
