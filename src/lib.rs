@@ -2,4 +2,5 @@
 
 pub mod api;
 pub mod controller;
+pub mod runtime;
 pub mod supervise;

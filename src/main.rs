@@ -1,30 +1,115 @@
 //! The agent-supervisor operator: wiring only.
 
+use std::sync::Arc;
+
 use agent_supervisor::controller;
+use agent_supervisor::runtime::config::Args;
+use agent_supervisor::runtime::metrics::Metrics;
+use agent_supervisor::runtime::server::{self, Health};
+use agent_supervisor::runtime::{leader, telemetry};
+use anyhow::Context as _;
+use clap::Parser;
+use tokio::sync::watch;
+use tracing::info;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,kube=warn".into()),
-        )
-        .init();
-    let namespaces: Vec<String> = std::env::var("WATCH_NAMESPACES")
-        .unwrap_or_default()
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(String::from)
-        .collect();
-    let client = kube::Client::try_default().await?;
+    let args = Args::parse();
+    telemetry::init(args.log_format);
+
+    let (stop, stopped) = watch::channel(false);
+    tokio::spawn(async move {
+        terminated().await;
+        info!("shutting down");
+        let _ = stop.send(true);
+    });
+    let until_stopped = {
+        let stopped = stopped.clone();
+        move || {
+            let mut stopped = stopped.clone();
+            async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            }
+        }
+    };
+
+    let metrics = Arc::new(Metrics::new(args.per_agent_metrics));
+    let health = Arc::new(Health::default());
+    let (addr, server) = server::serve(
+        args.metrics_addr,
+        health.clone(),
+        metrics.clone(),
+        until_stopped(),
+    )
+    .await
+    .with_context(|| format!("cannot serve metrics on {}", args.metrics_addr))?;
+    info!(%addr, "serving /healthz, /readyz and /metrics");
+
+    let client = kube::Client::try_default()
+        .await
+        .context("no Kubernetes client configuration")?;
+    let version = client
+        .apiserver_version()
+        .await
+        .context("cannot reach the API server")?;
+    info!(version = version.git_version, namespaces = ?args.namespaces, "connected");
+    health.set_ready(true);
+
     let config = controller::Config {
-        namespaces,
-        ..controller::Config::default()
+        namespaces: args.namespaces.clone(),
+        concurrency: args.concurrency,
+        metrics,
     };
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    controller::run(client, config, shutdown).await;
+    if args.leader_elect {
+        let namespace = args
+            .leader_election_namespace
+            .clone()
+            .or_else(|| std::env::var("POD_NAMESPACE").ok())
+            .unwrap_or_else(|| client.default_namespace().to_string());
+        let identity = format!(
+            "{}-{:08x}",
+            std::env::var("HOSTNAME").unwrap_or_else(|_| "agent-supervisor".into()),
+            std::process::id()
+        );
+        let duration = std::time::Duration::from_secs(args.leader_election_lease_duration);
+        let mut leadership = leader::elect(
+            client.clone(),
+            &namespace,
+            &args.leader_election_lease_name,
+            &identity,
+            duration,
+        )
+        .await
+        .context("cannot start leader election")?;
+        info!(
+            lease = args.leader_election_lease_name,
+            namespace, identity, "waiting to lead"
+        );
+        tokio::select! {
+            () = leadership.acquired() => info!(identity, "leading"),
+            () = until_stopped() => {
+                leadership.release().await;
+                return Ok(());
+            }
+        }
+        // Losing the Lease drops the controllers at once: a former leader must not act.
+        tokio::select! {
+            () = controller::run(client, config, until_stopped()) => leadership.release().await,
+            () = leadership.lost() => anyhow::bail!("lost the leader Lease: stopping"),
+        }
+    } else {
+        controller::run(client, config, until_stopped()).await;
+    }
+    let _ = server.await;
     Ok(())
+}
+
+/// SIGTERM (how Kubernetes stops a pod) or Ctrl-C.
+async fn terminated() {
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("cannot listen for SIGTERM");
+    tokio::select! {
+        _ = sigterm.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
 }

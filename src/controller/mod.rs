@@ -24,6 +24,7 @@ use serde::de::DeserializeOwned;
 pub use error::Error;
 
 use crate::api::{AGENT_LABEL, Agent, RestartPolicy};
+use crate::runtime::metrics::Metrics;
 
 /// The field manager of everything the operator writes.
 pub const FIELD_MANAGER: &str = "agent-supervisor";
@@ -35,6 +36,8 @@ pub struct Config {
     pub namespaces: Vec<String>,
     /// Agents reconciled at once, per namespace scope.
     pub concurrency: u16,
+    /// Where reconciles report what they did.
+    pub metrics: Arc<Metrics>,
 }
 
 impl Default for Config {
@@ -42,6 +45,7 @@ impl Default for Config {
         Config {
             namespaces: Vec::new(),
             concurrency: 16,
+            metrics: Arc::default(),
         }
     }
 }
@@ -54,6 +58,7 @@ pub struct Context {
     pub leases: Store<Lease>,
     pub claims: Store<PersistentVolumeClaim>,
     pub policies: Store<RestartPolicy>,
+    pub metrics: Arc<Metrics>,
 }
 
 /// Runs the controllers until `shutdown` resolves: one Agent controller and one RestartPolicy
@@ -70,12 +75,7 @@ pub async fn run(
     };
     let shutdown = futures::future::FutureExt::shared(Box::pin(shutdown));
     let tasks = scopes.into_iter().flat_map(|scope| {
-        let agents = run_agents(
-            client.clone(),
-            scope.clone(),
-            config.concurrency,
-            shutdown.clone(),
-        );
+        let agents = run_agents(client.clone(), scope.clone(), &config, shutdown.clone());
         let policies = policies::run(client.clone(), scope, shutdown.clone());
         [
             futures::future::FutureExt::boxed(agents),
@@ -125,7 +125,7 @@ where
 async fn run_agents(
     client: Client,
     scope: Option<String>,
-    concurrency: u16,
+    config: &Config,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let owned = watcher::Config::default().labels(AGENT_LABEL);
@@ -145,7 +145,9 @@ async fn run_agents(
         leases,
         claims,
         policies,
+        metrics: config.metrics.clone(),
     });
+    config.metrics.watch_agents(agents.clone());
     let agent_store = agents.clone();
     Controller::for_stream(agent_stream, agents)
         .owns_stream(pod_stream)
@@ -154,7 +156,7 @@ async fn run_agents(
         .watches_stream(policy_stream, move |policy: RestartPolicy| {
             agents_using(&agent_store, &policy)
         })
-        .with_config(controller::Config::default().concurrency(concurrency))
+        .with_config(controller::Config::default().concurrency(config.concurrency))
         .graceful_shutdown_on(shutdown)
         .run(reconcile::reconcile, error_policy, context)
         .for_each(|result| async move {
@@ -186,8 +188,12 @@ pub fn uses_policy(agent: &Agent, policy: &str) -> bool {
     }
 }
 
-fn error_policy(agent: Arc<Agent>, error: &Error, _: Arc<Context>) -> Action {
+fn error_policy(agent: Arc<Agent>, error: &Error, ctx: Arc<Context>) -> Action {
     let retry = error.retry_after();
+    let reason = crate::runtime::metrics::ReasonLabel {
+        reason: error.reason().to_string(),
+    };
+    ctx.metrics.reconcile_errors.get_or_create(&reason).inc();
     tracing::warn!(
         namespace = agent.namespace().unwrap_or_default(),
         name = agent.name_any(),

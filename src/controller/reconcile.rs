@@ -23,6 +23,12 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, E
         // Its pods, Lease and claims go with it through garbage collection.
         return Ok(Action::await_change());
     }
+    let started = std::time::Instant::now();
+    let _timer = scopeguard(|| {
+        ctx.metrics
+            .reconcile_duration
+            .observe(started.elapsed().as_secs_f64())
+    });
     let now = jiff::Timestamp::now();
     let input = gather::gather(&agent, &ctx, now).await?;
     let plan = supervise::decide(&input);
@@ -38,8 +44,22 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, E
     }
     act(&agent, &input, &plan, &ctx).await?;
     status::record(&agent, &input, &plan, &ctx).await?;
+    ctx.metrics.observe(&input.status, &plan, now);
     publish_events(&agent, &plan, &ctx).await;
     Ok(requeue(&plan, now))
+}
+
+/// Runs `f` when dropped: times a reconcile however it ends.
+fn scopeguard<F: FnOnce()>(f: F) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
 }
 
 fn requeue(plan: &Plan, now: jiff::Timestamp) -> Action {

@@ -1,7 +1,5 @@
 //! Crashes of every kind, and how each is restarted.
 
-use std::time::Duration;
-
 use agent_supervisor::api::{FailureClass, FailureReason, Phase, Trigger};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::EvictParams;

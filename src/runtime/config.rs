@@ -1,0 +1,86 @@
+//! The command line (every flag also reads an environment variable).
+
+use std::net::SocketAddr;
+
+use clap::{ArgAction, Parser, ValueEnum};
+
+/// Keeps long-running AI agents alive: runs each Agent as a pod, restarts crashes with backoff
+/// behind a circuit breaker, and leaves economic and voluntary shutdowns alone.
+#[derive(Clone, Debug, Parser)]
+#[command(name = "agent-supervisor", version)]
+pub struct Args {
+    /// Namespaces to watch, comma-separated; all when empty.
+    #[arg(long, env = "WATCH_NAMESPACES", value_delimiter = ',')]
+    pub namespaces: Vec<String>,
+
+    /// Where /healthz, /readyz and /metrics are served.
+    #[arg(long, env = "METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+
+    /// Log lines as JSON objects or for people.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Human)]
+    pub log_format: LogFormat,
+
+    /// Only the replica holding the leader Lease acts.
+    #[arg(long, env = "LEADER_ELECT", default_value_t = true, action = ArgAction::Set)]
+    pub leader_elect: bool,
+
+    /// The leader Lease's name.
+    #[arg(
+        long,
+        env = "LEADER_ELECTION_LEASE_NAME",
+        default_value = "agent-supervisor"
+    )]
+    pub leader_election_lease_name: String,
+
+    /// The leader Lease's namespace [default: the pod's namespace (POD_NAMESPACE), else the
+    /// client's default namespace].
+    #[arg(long, env = "LEADER_ELECTION_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+
+    /// Seconds a leader's Lease stays valid without renewal: how soon a standby takes over.
+    #[arg(long, env = "LEADER_ELECTION_LEASE_DURATION", default_value_t = 15)]
+    pub leader_election_lease_duration: u64,
+
+    /// Agents reconciled at once (per watched namespace).
+    #[arg(long, env = "CONCURRENCY", default_value_t = 16)]
+    pub concurrency: u16,
+
+    /// Export agent_supervisor_agent_restarts with a label per agent (unbounded cardinality).
+    #[arg(long, env = "PER_AGENT_METRICS", default_value_t = false, action = ArgAction::Set)]
+    pub per_agent_metrics: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Json,
+    Human,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_parse_with_their_defaults() {
+        let args = Args::try_parse_from(["agent-supervisor"]).unwrap();
+        assert!(args.namespaces.is_empty());
+        assert!(args.leader_elect);
+        assert_eq!(args.metrics_addr.port(), 8080);
+        assert_eq!(args.log_format, LogFormat::Human);
+        let args = Args::try_parse_from([
+            "agent-supervisor",
+            "--namespaces=a,b",
+            "--leader-elect=false",
+            "--log-format=json",
+            "--metrics-addr=127.0.0.1:9090",
+            "--concurrency=4",
+        ])
+        .unwrap();
+        assert_eq!(args.namespaces, ["a", "b"]);
+        assert!(!args.leader_elect);
+        assert_eq!(args.log_format, LogFormat::Json);
+        assert_eq!(args.concurrency, 4);
+        assert!(Args::try_parse_from(["agent-supervisor", "--log-format=xml"]).is_err());
+    }
+}

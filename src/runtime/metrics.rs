@@ -1,0 +1,309 @@
+//! Prometheus metrics, prefixed `agent_supervisor_`. No label names an agent unless per-agent
+//! metrics are switched on.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use kube::ResourceExt;
+use kube::runtime::reflector::Store;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::api::{Agent, AgentStatus, BreakerState, Phase};
+use crate::supervise::{EventReason, Plan};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FailureLabels {
+    pub reason: String,
+    pub class: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RestartLabels {
+    pub reason: String,
+    pub class: String,
+    pub trigger: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    pub reason: String,
+}
+
+/// Every metric the operator exports.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    pub crashes: Family<FailureLabels, Counter>,
+    pub restarts: Family<RestartLabels, Counter>,
+    pub restart_delay: Histogram,
+    pub breaker_trips: Counter,
+    pub give_ups: Family<ReasonLabel, Counter>,
+    pub recovery: Histogram,
+    pub reconcile_duration: Histogram,
+    pub reconcile_errors: Family<ReasonLabel, Counter>,
+    agents: Arc<AgentCollector>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new(false)
+    }
+}
+
+impl Metrics {
+    /// With `per_agent`, also `agent_supervisor_agent_restarts{namespace,agent}`.
+    pub fn new(per_agent: bool) -> Self {
+        let mut registry = Registry::with_prefix("agent_supervisor");
+        let metrics = Metrics {
+            registry: Mutex::new(Registry::default()),
+            crashes: Family::default(),
+            restarts: Family::default(),
+            restart_delay: Histogram::new(exponential_buckets(1.0, 2.0, 13)),
+            breaker_trips: Counter::default(),
+            give_ups: Family::default(),
+            recovery: Histogram::new(exponential_buckets(0.5, 2.0, 14)),
+            reconcile_duration: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
+            reconcile_errors: Family::default(),
+            agents: Arc::new(AgentCollector {
+                stores: Mutex::default(),
+                per_agent,
+            }),
+        };
+        registry.register(
+            "crashes",
+            "Attempts that ended, by failure reason and class",
+            metrics.crashes.clone(),
+        );
+        registry.register(
+            "restarts",
+            "Restarts performed, by failure reason, class and trigger",
+            metrics.restarts.clone(),
+        );
+        registry.register_with_unit(
+            "restart_delay",
+            "Backoff chosen before a restart",
+            Unit::Seconds,
+            metrics.restart_delay.clone(),
+        );
+        registry.register(
+            "breaker_trips",
+            "Times a circuit breaker opened",
+            metrics.breaker_trips.clone(),
+        );
+        registry.register(
+            "give_ups",
+            "Agents stopped for good (until reset), by reason",
+            metrics.give_ups.clone(),
+        );
+        registry.register_with_unit(
+            "time_to_recovery",
+            "From a crash to the replacement pod Running",
+            Unit::Seconds,
+            metrics.recovery.clone(),
+        );
+        registry.register_with_unit(
+            "reconcile_duration",
+            "Time spent in one reconcile",
+            Unit::Seconds,
+            metrics.reconcile_duration.clone(),
+        );
+        registry.register(
+            "reconcile_errors",
+            "Failed reconciles, by error reason",
+            metrics.reconcile_errors.clone(),
+        );
+        registry.register_collector(Box::new(metrics.agents.clone()));
+        *metrics.registry.lock().expect("metrics lock") = registry;
+        metrics
+    }
+
+    /// Counts agents by phase and breaker state from this store at every scrape.
+    pub fn watch_agents(&self, store: Store<Agent>) {
+        self.agents.stores.lock().expect("metrics lock").push(store);
+    }
+
+    /// The text exposition format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        let registry = self.registry.lock().expect("metrics lock");
+        prometheus_client::encoding::text::encode(&mut out, &registry)
+            .expect("metrics encode to a String");
+        out
+    }
+
+    /// Records what one decision did, once it was carried out.
+    pub fn observe(&self, before: &AgentStatus, plan: &Plan, now: jiff::Timestamp) {
+        let after = &plan.status;
+        if after.last_failure != before.last_failure
+            && let Some(f) = &after.last_failure
+        {
+            let labels = FailureLabels {
+                reason: f.reason.to_string(),
+                class: f.class.as_str().to_string(),
+            };
+            self.crashes.get_or_create(&labels).inc();
+        }
+        if after.restart_count > before.restart_count
+            && let Some(record) = after.restart_history.first()
+        {
+            let labels = RestartLabels {
+                reason: record.reason.map(|r| r.to_string()).unwrap_or_default(),
+                class: record
+                    .class
+                    .map(|c| c.as_str().to_string())
+                    .unwrap_or_default(),
+                trigger: format!("{:?}", record.trigger),
+            };
+            self.restarts.get_or_create(&labels).inc();
+        }
+        for event in &plan.events {
+            match event.reason {
+                EventReason::RestartScheduled | EventReason::CircuitOpened => {
+                    if let Some(delay) = after.restart_history.first().and_then(|r| r.backoff) {
+                        self.restart_delay
+                            .observe(delay.as_millis() as f64 / 1000.0);
+                    }
+                    if event.reason == EventReason::CircuitOpened {
+                        self.breaker_trips.inc();
+                    }
+                }
+                _ => {}
+            }
+        }
+        if after.phase == Some(Phase::Stopped) && before.phase != Some(Phase::Stopped) {
+            let reason = after
+                .conditions
+                .iter()
+                .find(|c| c.type_ == crate::supervise::conditions::READY)
+                .map(|c| c.reason.clone())
+                .unwrap_or_default();
+            self.give_ups.get_or_create(&ReasonLabel { reason }).inc();
+        }
+        // Recovered: the attempt after a failure is Running for the first time.
+        if after.phase == Some(Phase::Running)
+            && before.phase != Some(Phase::Running)
+            && let Some(failed_at) = after
+                .restart_history
+                .first()
+                .and_then(|r| r.failed_at.as_ref())
+            && after
+                .restart_history
+                .first()
+                .is_some_and(|r| r.attempt + 1 == after.attempt)
+        {
+            let secs = (now - failed_at.0).total(jiff::Unit::Second).unwrap_or(0.0);
+            self.recovery.observe(secs.max(0.0));
+        }
+    }
+}
+
+/// Agents by phase and breakers by state, counted from the caches at scrape time.
+#[derive(Debug)]
+struct AgentCollector {
+    stores: Mutex<Vec<Store<Agent>>>,
+    per_agent: bool,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabel {
+    phase: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AgentLabels {
+    namespace: String,
+    agent: String,
+}
+
+impl Collector for AgentCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let agents: Vec<Arc<Agent>> = self
+            .stores
+            .lock()
+            .expect("metrics lock")
+            .iter()
+            .flat_map(|s| s.state())
+            .collect();
+        let mut phases: BTreeMap<&str, i64> = [
+            Phase::Pending,
+            Phase::Running,
+            Phase::BackingOff,
+            Phase::CircuitOpen,
+            Phase::Stopped,
+            Phase::Shutdown,
+            Phase::Suspended,
+        ]
+        .iter()
+        .map(|p| (p.as_str(), 0))
+        .collect();
+        let mut breakers: BTreeMap<&str, i64> = [
+            BreakerState::Closed,
+            BreakerState::Open,
+            BreakerState::HalfOpen,
+        ]
+        .iter()
+        .map(|s| (s.as_str(), 0))
+        .collect();
+        for agent in &agents {
+            let status = agent.status.as_ref();
+            if let Some(phase) = status.and_then(|s| s.phase) {
+                *phases.entry(phase.as_str()).or_default() += 1;
+            }
+            let state = status
+                .and_then(|s| s.circuit_breaker.as_ref())
+                .map(|b| b.state)
+                .unwrap_or_default();
+            *breakers.entry(state.as_str()).or_default() += 1;
+        }
+        let gauge = ConstGauge::new(0i64);
+        let mut family =
+            encoder.encode_descriptor("agents", "Agents by phase", None, gauge.metric_type())?;
+        for (phase, count) in phases {
+            ConstGauge::new(count).encode(family.encode_family(&PhaseLabel {
+                phase: phase.to_string(),
+            })?)?;
+        }
+        let mut family = encoder.encode_descriptor(
+            "breakers",
+            "Circuit breakers by state",
+            None,
+            gauge.metric_type(),
+        )?;
+        for (state, count) in breakers {
+            ConstGauge::new(count).encode(family.encode_family(&StateLabel {
+                state: state.to_string(),
+            })?)?;
+        }
+        if self.per_agent {
+            let mut family = encoder.encode_descriptor(
+                "agent_restarts",
+                "Restarts of each agent",
+                None,
+                gauge.metric_type(),
+            )?;
+            for agent in &agents {
+                let labels = AgentLabels {
+                    namespace: agent.namespace().unwrap_or_default(),
+                    agent: agent.name_any(),
+                };
+                let restarts = agent
+                    .status
+                    .as_ref()
+                    .map_or(0, |s| i64::from(s.restart_count));
+                ConstGauge::new(restarts).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        Ok(())
+    }
+}
