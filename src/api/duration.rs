@@ -69,31 +69,24 @@ impl FromStr for Duration {
 }
 
 impl fmt::Display for Duration {
-    /// The shortest form that reads back to the same value: `0s`, `250ms`, `90s` → `1m30s`.
+    /// Go's style, which reads back the same: `0s`, `250ms`, `1.932s`, `1m30s`, `1h30m`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut ms = self.as_millis();
-        if ms == 0 {
-            return f.write_str("0s");
+        let total = self.as_millis();
+        let (h, m, s, ms) = (total / 3_600_000, total / 60_000 % 60, total / 1_000 % 60, total % 1_000);
+        if total < 1_000 {
+            return if total == 0 { f.write_str("0s") } else { write!(f, "{ms}ms") };
         }
-        let h = ms / 3_600_000;
-        ms %= 3_600_000;
-        let m = ms / 60_000;
-        ms %= 60_000;
-        let s = ms / 1_000;
-        ms %= 1_000;
         if h > 0 {
             write!(f, "{h}h")?;
         }
         if m > 0 {
             write!(f, "{m}m")?;
         }
-        if s > 0 {
-            write!(f, "{s}s")?;
+        match (s, ms) {
+            (0, 0) => Ok(()),
+            (s, 0) => write!(f, "{s}s"),
+            (s, ms) => write!(f, "{s}.{}s", format!("{ms:03}").trim_end_matches('0')),
         }
-        if ms > 0 {
-            write!(f, "{ms}ms")?;
-        }
-        Ok(())
     }
 }
 
@@ -234,9 +227,13 @@ mod tests {
     fn displays_the_shortest_form_and_reads_it_back() {
         for (millis, text) in [
             (0, "0s"),
+            (250, "250ms"),
+            (1_001, "1.001s"),
+            (1_932, "1.932s"),
+            (4_500, "4.5s"),
             (90_000, "1m30s"),
             (5_400_000, "1h30m"),
-            (1_001, "1s1ms"),
+            (3_600_001, "1h0.001s"),
         ] {
             let d = Duration::from_millis(millis);
             assert_eq!(d.to_string(), text);
