@@ -238,9 +238,11 @@ nodes_ready() {
 
 stop_all() {
   local c pid i
-  # Reverse start order: clients first, etcd last.
-  for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do
-    c=${COMPONENTS[$i]}
+  # Reverse start order: clients first, etcd last. An operator started against this cluster
+  # (by the demo) leaves its pid file here too.
+  local order=(operator)
+  for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do order+=("${COMPONENTS[$i]}"); done
+  for c in "${order[@]}"; do
     [[ -f "$DIR/$c.pid" ]] || continue
     pid=$(cat "$DIR/$c.pid")
     if kill -0 "$pid" 2>/dev/null; then

@@ -1,25 +1,82 @@
 #!/usr/bin/env bash
-# The demonstration: a local control plane with fake nodes.
+# The demonstration: a local control plane with fake nodes, the operator running from source,
+# and the examples — agents that crash, back off, trip the breaker, shut down, and recover.
 #
-#   KEEP=1 hack/demo.sh   leave everything running afterwards
+#   hack/demo.sh          show it, then tear everything down
+#   KEEP=1 hack/demo.sh   leave the cluster and the operator running
+#   DEMO_SECONDS=120 ...  watch for longer (default 75)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
 export PATH="$TOOLS_PATH:$PATH"
 dir="$REPO_ROOT/target/cluster"
 export KUBECONFIG="$dir/kubeconfig"
+ns=demo
+watch_for=${DEMO_SECONDS:-75}
 
 if [[ "${KEEP:-}" != 1 ]]; then
   trap 'hack/cluster.sh down --dir "$dir"' EXIT
 fi
 hack/cluster.sh up --dir "$dir"
 
+log "building the operator"
+cargo build --quiet --locked --bin agent-supervisor
+log "installing the CRDs"
+kubectl apply --server-side --field-manager=agent-supervisor-demo -f crds/ >/dev/null
+kubectl wait --for=condition=Established crd/agents.supervisor.dev crd/restartpolicies.supervisor.dev >/dev/null
+kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+
+if [[ -f "$dir/operator.pid" ]]; then
+  kill "$(cat "$dir/operator.pid")" 2>/dev/null || true # the operator of an earlier KEEP=1 demo
+  rm -f "$dir/operator.pid"
+fi
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+log "starting the operator (watching namespace $ns; log: $dir/logs/operator.log)"
+target/debug/agent-supervisor --namespaces="$ns" --leader-elect=false --metrics-addr="127.0.0.1:$port" \
+  >"$dir/logs/operator.log" 2>&1 &
+echo $! >"$dir/operator.pid"
+until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do
+  kill -0 "$(cat "$dir/operator.pid")" 2>/dev/null || { tail -20 "$dir/logs/operator.log"; die "the operator exited"; }
+  sleep 0.5
+done
+
+# The memory example needs a volume: this cluster has no storage provisioner.
+kubectl apply -f - >/dev/null <<PV
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: demo-archivist-memory}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  hostPath: {path: /tmp/agent-supervisor-demo}
+  claimRef: {namespace: $ns, name: archivist-memory}
+PV
+
 echo
-echo '$ kubectl get nodes -o wide'
-kubectl get nodes -o wide
+echo "\$ kubectl apply -n $ns -f examples/"
+kubectl apply -n "$ns" -f examples/
+for ((t = 0; t < watch_for; t += 15)); do
+  sleep 15
+  echo
+  echo "--- after $((t + 15))s: kubectl get agents -n $ns"
+  kubectl get agents -n "$ns"
+done
+
+show() {
+  echo
+  echo "\$ kubectl describe agent $1 -n $ns   # $2"
+  kubectl describe agent "$1" -n "$ns" | sed -n '/^Status:/,$p'
+}
+show crasher "crashes, backs off, trips the circuit breaker"
+show spender "ran out of budget: left alone"
+echo
+echo "\$ curl -s 127.0.0.1:$port/metrics | grep -E '^agent_supervisor_(agents|restarts_total|breaker_trips_total)'"
+curl -s "http://127.0.0.1:$port/metrics" | grep -E '^agent_supervisor_(agents|restarts_total|breaker_trips_total)' || true
+
 echo
 if [[ "${KEEP:-}" == 1 ]]; then
-  echo 'The cluster keeps running. Reach it with:'
-  echo '  eval "$(make -s cluster-env)"; kubectl get nodes'
-  echo 'Stop it with: make cluster-down'
+  echo "Everything keeps running. Reach it with:"
+  echo "  eval \"\$(make -s cluster-env)\"; kubectl get agents -n $ns"
+  echo "  curl 127.0.0.1:$port/metrics"
+  echo "Stop it all with: make cluster-down"
 fi

@@ -66,9 +66,11 @@ pub fn classify(
     now: Timestamp,
 ) -> Verdict {
     if let Some(ending) = ended(pod) {
+        // A disrupted pod may still be live for a moment before its disruptor deletes it; the
+        // replacement must not join it.
         return Verdict::Ended {
             ending,
-            kill: false,
+            kill: pod.is_live(),
         };
     }
     match pod.phase {

@@ -54,6 +54,8 @@ impl<'a> Decider<'a> {
         if !self.resolve_policy() {
             return;
         }
+        // A lowered historyLimit applies at once, not at the next restart.
+        self.s.restart_history.truncate(self.history_limit());
         if let Some(value) = new_request(
             &self.input.agent.reset_requested,
             &self.s.handled_reset_request,
@@ -78,7 +80,9 @@ impl<'a> Decider<'a> {
         let pod = pod.filter(|p| p.attempt == self.s.attempt && self.s.attempt > 0);
 
         match self.s.phase {
-            Some(Phase::Pending | Phase::Running) => self.active(pod, manual.is_some()),
+            Some(Phase::Pending | Phase::Running) if self.s.attempt > 0 => {
+                self.active(pod, manual.is_some())
+            }
             Some(Phase::BackingOff) => {
                 let due = self
                     .s
@@ -92,15 +96,7 @@ impl<'a> Decider<'a> {
                     self.plan.requeue_at = self.s.next_restart_at.as_ref().map(|t| t.0);
                 }
             }
-            Some(Phase::CircuitOpen) => {
-                let half_open_at = self.breaker().half_open_at.as_ref().map(|t| t.0);
-                if half_open_at.is_none_or(|t| t <= self.now) || manual.is_some() {
-                    self.manual_event(manual.is_some());
-                    self.probe();
-                } else {
-                    self.plan.requeue_at = half_open_at;
-                }
-            }
+            Some(Phase::CircuitOpen) => self.circuit_open(manual.is_some()),
             Some(Phase::Stopped) => {
                 let rolled = pod.is_some_and(|p| !self.current_template(p));
                 if manual.is_some() {
@@ -111,11 +107,30 @@ impl<'a> Decider<'a> {
                     self.start_next_attempt(Some(self.record(Trigger::Rollout)));
                 }
             }
-            // First start, resume after suspend, or resume after a cleared shutdown.
-            None | Some(Phase::Suspended | Phase::Shutdown) => match pod.filter(|p| p.is_live()) {
-                Some(live) => self.active(Some(live), manual.is_some()),
-                None => self.start_next_attempt(None),
-            },
+            // First start (also once a missing policy appears), resume after suspend, or resume
+            // after a cleared shutdown.
+            None | Some(Phase::Pending | Phase::Running | Phase::Suspended | Phase::Shutdown) => {
+                match pod.filter(|p| p.is_live()) {
+                    Some(live) => self.active(Some(live), manual.is_some()),
+                    // Resuming does not bypass an open breaker.
+                    None if self.breaker().state == BreakerState::Open => {
+                        self.s.phase = Some(Phase::CircuitOpen);
+                        self.circuit_open(manual.is_some());
+                    }
+                    None => self.start_next_attempt(None),
+                }
+            }
+        }
+    }
+
+    /// The breaker is open: one probe at `halfOpenAt` (or now, if asked), nothing before.
+    fn circuit_open(&mut self, manual: bool) {
+        let half_open_at = self.breaker().half_open_at.as_ref().map(|t| t.0);
+        if half_open_at.is_none_or(|t| t <= self.now) || manual {
+            self.manual_event(manual);
+            self.probe();
+        } else {
+            self.plan.requeue_at = half_open_at;
         }
     }
 
@@ -310,13 +325,18 @@ impl<'a> Decider<'a> {
         }
         self.s.consecutive_failures = 0;
         if half_open {
-            *self.breaker() = CircuitBreakerStatus::default();
-            let note = format!(
-                "Probe ran {} without failing: circuit breaker closed",
-                self.policy.reset_after
-            );
-            self.event(EventReason::CircuitClosed, note);
+            self.close_breaker();
         }
+    }
+
+    /// The probe ran for `resetAfter`: the breaker closes.
+    fn close_breaker(&mut self) {
+        *self.breaker() = CircuitBreakerStatus::default();
+        let note = format!(
+            "Probe ran {} without failing: circuit breaker closed",
+            self.policy.reset_after
+        );
+        self.event(EventReason::CircuitClosed, note);
     }
 
     // --- Failures ---------------------------------------------------------------------------
@@ -407,7 +427,7 @@ impl<'a> Decider<'a> {
             // It had been healthy for resetAfter: this failure starts a new count.
             self.s.consecutive_failures = 0;
             if self.breaker().state == BreakerState::HalfOpen {
-                *self.breaker() = CircuitBreakerStatus::default();
+                self.close_breaker();
             }
         }
         self.s.consecutive_failures = self.s.consecutive_failures.saturating_add(1);
@@ -534,7 +554,7 @@ impl<'a> Decider<'a> {
         self.breaker().state = BreakerState::HalfOpen;
         let note = format!(
             "Circuit breaker half-open: starting one probe (attempt {})",
-            self.s.attempt + 1
+            self.s.attempt.saturating_add(1)
         );
         self.event(EventReason::CircuitHalfOpen, note);
         self.start_next_attempt(None);
@@ -543,6 +563,10 @@ impl<'a> Decider<'a> {
     /// Creates the next attempt's pod. A pending restart in the history is completed by it;
     /// otherwise `record` (if any) is added as a new restart.
     fn start_next_attempt(&mut self, record: Option<RestartRecord>) {
+        // Whatever led here, the attempt being replaced never stays live beside the new one.
+        if let Some(live) = self.current_pod().filter(|p| p.is_live()) {
+            self.plan.delete_pod = Some(live.name.clone());
+        }
         let pending = self
             .s
             .restart_history
@@ -562,13 +586,7 @@ impl<'a> Decider<'a> {
             (None, None) => None,
         };
         if let Some(counted) = restarted {
-            self.s.restart_count = self.s.restart_count.saturating_add(1);
-            if counted {
-                self.s.recent_restarts.insert(0, Time(self.now));
-                self.s
-                    .recent_restarts
-                    .truncate(self.policy.limits.max_restarts.max(1) as usize);
-            }
+            self.count_restart(counted, self.now);
         }
         let attempt = self.s.attempt.saturating_add(1);
         let name = pod_name(&self.input.agent.name, attempt);
@@ -601,19 +619,36 @@ impl<'a> Decider<'a> {
     /// A pod of a newer attempt exists that the status does not know: a status write was lost
     /// after the pod was created. Take it as created.
     fn adopt(&mut self, pod: &PodFacts) {
+        let created = whole_second(pod.created_at);
         if let Some(pending) = self
             .s
             .restart_history
             .first_mut()
             .filter(|r| r.restarted_at.is_none())
         {
-            pending.restarted_at = Some(Time(whole_second(pod.created_at)));
-            self.s.restart_count = self.s.restart_count.saturating_add(1);
+            pending.restarted_at = Some(Time(created));
+            let counted = pending.class == Some(FailureClass::Transient);
+            self.count_restart(counted, created);
+        }
+        // A pod created while the breaker was open is its probe.
+        if self.breaker().state == BreakerState::Open {
+            self.breaker().state = BreakerState::HalfOpen;
         }
         self.s.attempt = pod.attempt;
         self.s.pod_name = Some(pod.name.clone());
         self.s.phase = Some(Phase::Pending);
         self.s.next_restart_at = None;
+    }
+
+    /// A restart performed at `at`; `counted` ones count toward the restart limit.
+    fn count_restart(&mut self, counted: bool, at: Timestamp) {
+        self.s.restart_count = self.s.restart_count.saturating_add(1);
+        if counted {
+            self.s.recent_restarts.insert(0, Time(at));
+            self.s
+                .recent_restarts
+                .truncate(self.policy.limits.max_restarts.max(1) as usize);
+        }
     }
 
     /// A restart record for the current attempt with `trigger`, and no failure.
@@ -635,9 +670,11 @@ impl<'a> Decider<'a> {
 
     fn push_history(&mut self, record: RestartRecord) {
         self.s.restart_history.insert(0, record);
-        self.s
-            .restart_history
-            .truncate(self.policy.history_limit.clamp(1, 50) as usize);
+        self.s.restart_history.truncate(self.history_limit());
+    }
+
+    fn history_limit(&self) -> usize {
+        self.policy.history_limit.clamp(1, 50) as usize
     }
 
     fn manual_event(&mut self, manual: bool) {
