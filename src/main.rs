@@ -66,11 +66,7 @@ async fn main() -> anyhow::Result<()> {
             .clone()
             .or_else(|| std::env::var("POD_NAMESPACE").ok())
             .unwrap_or_else(|| client.default_namespace().to_string());
-        let identity = format!(
-            "{}-{:08x}",
-            std::env::var("HOSTNAME").unwrap_or_else(|_| "agent-supervisor".into()),
-            std::process::id()
-        );
+        let identity = format!("{hostname}-{:08x}", std::process::id());
         let duration = std::time::Duration::from_secs(args.leader_election_lease_duration);
         let mut leadership = leader::elect(
             client.clone(),

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod};
 use kube::api::{DeleteParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event as KubeEvent, EventType};
@@ -235,7 +235,13 @@ async fn publish_events(agent: &Agent, plan: &Plan, ctx: &Context) {
             reason: event.reason.as_str().to_string(),
             note: Some(event.note.clone()),
             action: event.reason.as_str().to_string(),
-            secondary: None,
+            secondary: event.pod.as_ref().map(|pod| ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                name: Some(pod.clone()),
+                namespace: agent.namespace(),
+                ..ObjectReference::default()
+            }),
         };
         if let Err(e) = ctx.recorder.publish(&kube_event, &reference).await {
             warn!(reason = event.reason.as_str(), error = %e, "could not record an Event");

@@ -148,8 +148,10 @@ impl<'a> Decider<'a> {
             .get_or_insert_with(CircuitBreakerStatus::default)
     }
 
+    /// An Event about the current pod (the one just created, or the one that just ended).
     fn event(&mut self, reason: EventReason, note: String) {
-        self.plan.events.push(Event { reason, note });
+        let pod = self.s.pod_name.clone();
+        self.plan.events.push(Event { reason, note, pod });
     }
 
     fn requeue(&mut self, at: Timestamp) {
@@ -404,12 +406,6 @@ impl<'a> Decider<'a> {
             }
             (FailureClass::Disruption, _) => {
                 record.backoff = Some(Duration::ZERO);
-                let note = format!(
-                    "{}: {}; restarting at once",
-                    ending.reason,
-                    ending.message.as_deref().unwrap_or("")
-                );
-                self.event(EventReason::Restarted, note);
                 self.start_next_attempt(Some(record));
             }
             _ => self.counted_failure(&ending, record, ran_for),
@@ -604,7 +600,16 @@ impl<'a> Decider<'a> {
             format!("Created pod {name} (attempt {attempt}, {what})"),
         );
         if restarted.is_some() {
-            let note = format!("Restarted as pod {name} (restart {})", self.s.restart_count);
+            let why = self
+                .s
+                .restart_history
+                .first()
+                .map(restart_cause)
+                .unwrap_or_default();
+            let note = format!(
+                "Restarted as pod {name} (restart {}){why}",
+                self.s.restart_count
+            );
             self.event(EventReason::Restarted, note);
         }
         self.plan.create_pod = Some(NewPod {
@@ -784,9 +789,43 @@ impl<'a> Decider<'a> {
                 Some(at) => format!("restart scheduled at {}", at.0),
                 None => String::new(),
             },
+            (Some(Phase::CircuitOpen), _) => {
+                let probe_at = self
+                    .s
+                    .circuit_breaker
+                    .as_ref()
+                    .and_then(|b| b.half_open_at.as_ref());
+                match probe_at {
+                    Some(at) => format!("circuit breaker open: one probe restart at {}", at.0),
+                    None => String::new(),
+                }
+            }
+            (Some(Phase::Shutdown), _) => match &self.s.shutdown {
+                Some(shutdown) => shutdown_note(shutdown),
+                None => String::new(),
+            },
+            (Some(Phase::Suspended), _) => "spec.suspend is true".to_string(),
             (Some(Phase::Running | Phase::Pending), _) => format!("pod {pod}"),
             _ => String::new(),
         }
+    }
+}
+
+/// Why a restart happened, for its Event: " after Evicted: the node ran out of memory".
+fn restart_cause(record: &RestartRecord) -> String {
+    let what = match (record.trigger, record.reason) {
+        (Trigger::Manual, _) => "on request".to_string(),
+        (Trigger::Rollout, _) => "for a new template".to_string(),
+        (_, Some(reason)) => format!("after {reason}"),
+        (_, None) => return String::new(),
+    };
+    match record
+        .message
+        .as_deref()
+        .filter(|m| !m.is_empty() && record.trigger != Trigger::Manual)
+    {
+        Some(message) => format!(" {what}: {message}"),
+        None => format!(" {what}"),
     }
 }
 

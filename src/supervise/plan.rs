@@ -40,6 +40,9 @@ pub struct Event {
     pub reason: EventReason,
     /// A sentence, as `kubectl describe` shows it.
     pub note: String,
+    /// The pod it concerns, if any: a "related" object, so that Events about different pods
+    /// are told apart instead of counted as one.
+    pub pod: Option<String>,
 }
 
 impl Event {
