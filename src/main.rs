@@ -45,9 +45,20 @@ async fn main() -> anyhow::Result<()> {
     .with_context(|| format!("cannot serve metrics on {}", args.metrics_addr))?;
     info!(%addr, "serving /healthz, /readyz and /metrics");
 
-    let client = kube::Client::try_default()
+    let hostname = std::env::var("HOSTNAME").unwrap_or_else(|_| "agent-supervisor".into());
+    let mut kube_config = kube::Config::infer()
         .await
         .context("no Kubernetes client configuration")?;
+    // Audit logs tell the operator's requests, and its replicas, apart.
+    let user_agent = format!(
+        "agent-supervisor/{} ({hostname})",
+        env!("CARGO_PKG_VERSION")
+    );
+    kube_config.headers.push((
+        axum::http::header::USER_AGENT,
+        axum::http::HeaderValue::from_str(&user_agent).context("invalid HOSTNAME")?,
+    ));
+    let client = kube::Client::try_from(kube_config).context("cannot build a Kubernetes client")?;
     let version = client
         .apiserver_version()
         .await
