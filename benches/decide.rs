@@ -421,6 +421,16 @@ fn decide_first_start(c: &mut Criterion) {
     bench_decide(c, "first_start", first_start());
 }
 
+/// The floor under every decide case above: `decide` takes `&Input` and returns the new status
+/// by value, so it copies the status it read (here the full 50-entry history) and the plan's
+/// copy is dropped afterwards.
+fn baseline_clone_status(c: &mut Criterion) {
+    let input = steady_running();
+    c.bench_function("baseline/clone_status", |b| {
+        b.iter(|| black_box(black_box(&input.status).clone()))
+    });
+}
+
 /// A pod whose agent asked, through its termination message, to be left alone.
 fn classify_shutdown_message(c: &mut Criterion) {
     let message = r#"{"shutdown":"economic","reason":"budget exhausted","message":"spent 50.00 of 50.00 USD for 2025-06-01; stopping until the budget is raised"}"#;
@@ -585,6 +595,7 @@ criterion_group! {
         decide_heartbeat_lost,
         decide_shutdown_left_alone,
         decide_first_start,
+        baseline_clone_status,
         classify_shutdown_message,
         from_pod
 }

@@ -72,9 +72,18 @@ impl fmt::Display for Duration {
     /// Go's style, which reads back the same: `0s`, `250ms`, `1.932s`, `1m30s`, `1h30m`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let total = self.as_millis();
-        let (h, m, s, ms) = (total / 3_600_000, total / 60_000 % 60, total / 1_000 % 60, total % 1_000);
+        let (h, m, s, ms) = (
+            total / 3_600_000,
+            total / 60_000 % 60,
+            total / 1_000 % 60,
+            total % 1_000,
+        );
         if total < 1_000 {
-            return if total == 0 { f.write_str("0s") } else { write!(f, "{ms}ms") };
+            return if total == 0 {
+                f.write_str("0s")
+            } else {
+                write!(f, "{ms}ms")
+            };
         }
         if h > 0 {
             write!(f, "{h}h")?;

@@ -260,8 +260,13 @@ pub fn tool(name: &str) -> Command {
         .arg("--print")
         .output()
         .expect("cannot run hack/tools.sh --print");
-    let mut path: Vec<PathBuf> = String::from_utf8_lossy(&out.stdout).lines().map(PathBuf::from).collect();
-    path.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
+    let mut path: Vec<PathBuf> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(PathBuf::from)
+        .collect();
+    path.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
     let mut cmd = Command::new(name);
     cmd.env("PATH", std::env::join_paths(path).expect("valid PATH"));
     cmd.env("KUBECONFIG", kubeconfig());

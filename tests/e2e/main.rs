@@ -1,0 +1,11 @@
+//! End to end: the chart installed with helm, the operator binary running as its own process
+//! under the chart's ServiceAccount, and the examples applied as a user would.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod examples;
+mod leader;
+mod metrics;
+mod process;
+mod rbac;
