@@ -138,12 +138,12 @@ impl Sim {
 
     /// Decides without carrying anything out.
     fn decide(&self) -> agent_supervisor::supervise::Plan {
-        decide(&self.input)
+        decide(self.input.clone())
     }
 
     /// Decides and carries out the plan.
     fn step(&mut self) -> agent_supervisor::supervise::Plan {
-        let plan = decide(&self.input);
+        let plan = decide(self.input.clone());
         self.input = apply(&self.input, &plan);
         plan
     }
@@ -357,7 +357,7 @@ fn a_crash_schedules_a_jittered_exponential_restart() {
             class: FailureClass::Transient,
             exit_code: Some(1),
             signal: None,
-            message: Some("RuntimeError: boom".to_string()),
+            message: Some("RuntimeError: boom".into()),
             container: Some("agent".to_string()),
             pod_name: Some("researcher-1".to_string()),
             ran_for: Some(secs(60)),
@@ -373,7 +373,7 @@ fn a_crash_schedules_a_jittered_exponential_restart() {
             class: Some(FailureClass::Transient),
             exit_code: Some(1),
             signal: None,
-            message: Some("RuntimeError: boom".to_string()),
+            message: Some("RuntimeError: boom".into()),
             ran_for: Some(secs(60)),
             backoff: Some(delay),
             restarted_at: None,

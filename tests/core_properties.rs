@@ -256,7 +256,7 @@ fn arb_record() -> BoxedStrategy<RestartRecord> {
                     class,
                     exit_code,
                     signal: None,
-                    message,
+                    message: message.map(Into::into),
                     ran_for,
                     backoff: ran_for,
                     restarted_at,
@@ -361,7 +361,7 @@ fn arb_status() -> BoxedStrategy<AgentStatus> {
                     class,
                     exit_code: Some(1),
                     signal: None,
-                    message,
+                    message: message.map(Into::into),
                     container: Some("agent".to_string()),
                     pod_name: Some("agent-1".to_string()),
                     ran_for,
@@ -766,10 +766,10 @@ proptest! {
 
     #[test]
     fn the_same_input_gives_the_same_plan(input in arb_input()) {
-        let first = decide(&input);
-        let second = decide(&input.clone());
+        let first = decide(input.clone());
+        let second = decide(input.clone());
         prop_assert_eq!(&first, &second);
-        prop_assert_eq!(first, decide(&input));
+        prop_assert_eq!(first, decide(input.clone()));
     }
 
     #[test]
@@ -778,7 +778,7 @@ proptest! {
         shutdown in arb_shutdown(),
     ) {
         input.status.shutdown = Some(shutdown.clone());
-        let plan = decide(&input);
+        let plan = decide(input.clone());
         prop_assert_eq!(plan.create_pod, None);
         prop_assert_eq!(plan.delete_pod, None);
         prop_assert_eq!(plan.record_shutdown, None);
@@ -802,7 +802,7 @@ proptest! {
 
     #[test]
     fn a_live_pod_of_the_current_attempt_is_never_joined_by_another(input in arb_input()) {
-        let plan = decide(&input);
+        let plan = decide(input.clone());
         if let Some(create) = &plan.create_pod {
             prop_assert_eq!(&create.name, &pod_name(&input.agent.name, create.attempt));
             prop_assert_eq!(plan.status.attempt, create.attempt);
@@ -827,7 +827,7 @@ proptest! {
 
     #[test]
     fn history_never_exceeds_the_history_limit(input in arb_input()) {
-        let plan = decide(&input);
+        let plan = decide(input.clone());
         let decided = input.status.shutdown.is_none()
             && !matches!(input.policy, PolicyResolution::Missing(_));
         if decided {
@@ -846,7 +846,7 @@ proptest! {
 
     #[test]
     fn counters_never_go_backwards_and_messages_stay_bounded(input in arb_input()) {
-        let plan = decide(&input);
+        let plan = decide(input.clone());
         let s = &plan.status;
         prop_assert!(s.restart_count >= input.status.restart_count);
         prop_assert!(s.attempt >= input.status.attempt);
@@ -888,7 +888,7 @@ proptest! {
         text in prop_oneof![".{0,200}", "\\PC{1000,1100}"],
     ) {
         use agent_supervisor::supervise::classify::{self, Liveness, Verdict};
-        let _ = decide(&input);
+        let _ = decide(input.clone());
         let verdict = classify::classify(
             &pod,
             startup.as_std(),
@@ -1185,7 +1185,7 @@ impl World {
     /// Decides, checks the plan, and carries it out.
     fn decide(&mut self, trace: &[Step]) -> Plan {
         self.input.pod = self.pods.iter().max_by_key(|p| p.attempt).cloned();
-        let plan = decide(&self.input);
+        let plan = decide(self.input.clone());
         check(&self.input, &plan, &self.pods, trace);
         if let Some(name) = &plan.delete_pod {
             for pod in self.pods.iter_mut().filter(|p| &p.name == name) {
@@ -1373,7 +1373,7 @@ fn check(input: &Input, plan: &Plan, pods: &[PodFacts], trace: &[Step]) {
     }
 
     // The same input gives the same plan.
-    assert_eq!(&decide(input), plan);
+    assert_eq!(&decide(input.clone()), plan);
 }
 
 proptest! {

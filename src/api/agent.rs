@@ -5,6 +5,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::duration::Duration;
 use super::{Condition, FailureClass, FailureReason, Time, conditions_schema};
@@ -255,7 +256,7 @@ pub struct Failure {
     pub signal: Option<i32>,
     /// The termination message or other detail, at most 1 KiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub message: Option<Arc<str>>,
     /// The container that failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<String>,
@@ -285,7 +286,7 @@ pub struct RestartRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub message: Option<Arc<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ran_for: Option<Duration>,
     /// The delay chosen before the restart.

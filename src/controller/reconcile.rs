@@ -14,8 +14,8 @@ use tracing::{info, instrument, warn};
 
 use super::error::{Error, is_conflict, is_not_found};
 use super::{Context, RESYNC, gather, manifests, status};
-use crate::api::{ATTEMPT_LABEL, Agent};
-use crate::supervise::{self, Input, NewPod, Plan};
+use crate::api::{ATTEMPT_LABEL, Agent, AgentStatus};
+use crate::supervise::{self, NewPod, Plan};
 
 #[instrument(skip_all, fields(namespace = %agent.namespace().unwrap_or_default(), name = %agent.name_any()))]
 pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -31,7 +31,10 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, E
     });
     let now = jiff::Timestamp::now();
     let input = gather::gather(&agent, &ctx, now).await?;
-    let plan = supervise::decide(&input);
+    let template_hash = input.agent.template_hash.clone();
+    let plan = supervise::decide(input);
+    let unset = AgentStatus::default();
+    let before = agent.status.as_ref().unwrap_or(&unset);
     if plan.create_pod.is_some() || plan.delete_pod.is_some() || !plan.events.is_empty() {
         let events: Vec<&str> = plan.events.iter().map(|e| e.reason.as_str()).collect();
         info!(
@@ -42,9 +45,9 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, E
             "decided"
         );
     }
-    act(&agent, &input, &plan, &ctx).await?;
-    status::record(&agent, &input, &plan, &ctx).await?;
-    ctx.metrics.observe(&input.status, &plan, now);
+    act(&agent, &template_hash, &plan, &ctx).await?;
+    status::record(&agent, before, &plan, &ctx).await?;
+    ctx.metrics.observe(before, &plan, now);
     publish_events(&agent, &plan, &ctx).await;
     Ok(requeue(&plan, now))
 }
@@ -77,7 +80,7 @@ fn requeue(plan: &Plan, now: jiff::Timestamp) -> Action {
 }
 
 /// Carries out the plan's pod actions.
-async fn act(agent: &Agent, input: &Input, plan: &Plan, ctx: &Context) -> Result<(), Error> {
+async fn act(agent: &Agent, template_hash: &str, plan: &Plan, ctx: &Context) -> Result<(), Error> {
     let namespace = agent.namespace().unwrap_or_default();
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     if let Some(name) = &plan.delete_pod {
@@ -85,7 +88,7 @@ async fn act(agent: &Agent, input: &Input, plan: &Plan, ctx: &Context) -> Result
     }
     if let Some(new) = &plan.create_pod {
         ensure_owned_objects(agent, ctx).await?;
-        create_pod(agent, &pods, new, &input.agent.template_hash).await?;
+        create_pod(agent, &pods, new, template_hash).await?;
         remove_old_pods(agent, &pods, new.attempt, ctx).await;
     }
     Ok(())

@@ -8,13 +8,18 @@ use serde_json::json;
 use super::error::Error;
 use super::{Context, FIELD_MANAGER};
 use crate::api::{Agent, AgentStatus};
-use crate::supervise::{Input, Plan};
+use crate::supervise::Plan;
 
 /// Writes what the plan changed. A shutdown the operator records goes first, as a merge patch
 /// of that one field (so the operator's applied status never owns it, and never removes one
 /// written by someone else); then the rest by server-side apply. Both carry the resourceVersion
 /// the decision was made on: a decision made on a stale cache is refused (409) and made again.
-pub async fn record(agent: &Agent, input: &Input, plan: &Plan, ctx: &Context) -> Result<(), Error> {
+pub async fn record(
+    agent: &Agent,
+    before: &AgentStatus,
+    plan: &Plan,
+    ctx: &Context,
+) -> Result<(), Error> {
     let api: Api<Agent> =
         Api::namespaced(ctx.client.clone(), &agent.namespace().unwrap_or_default());
     let name = agent.name_any();
@@ -36,9 +41,12 @@ pub async fn record(agent: &Agent, input: &Input, plan: &Plan, ctx: &Context) ->
         resource_version = updated.resource_version();
     }
 
-    let applied = without_shutdown(&plan.status);
-    if applied == without_shutdown(&input.status) && plan.record_shutdown.is_none() {
+    if plan.record_shutdown.is_none() && same_except_shutdown(&plan.status, before) {
         return Ok(());
+    }
+    let mut applied = serde_json::to_value(&plan.status).expect("a status serializes");
+    if let Some(fields) = applied.as_object_mut() {
+        fields.remove("shutdown");
     }
     let patch = json!({
         "apiVersion": "supervisor.dev/v1alpha1",
@@ -56,9 +64,14 @@ pub async fn record(agent: &Agent, input: &Input, plan: &Plan, ctx: &Context) ->
     Ok(())
 }
 
-fn without_shutdown(status: &AgentStatus) -> AgentStatus {
-    AgentStatus {
-        shutdown: None,
-        ..status.clone()
+/// Equal but for `shutdown` (which this write never carries). Copies nothing in the common case.
+fn same_except_shutdown(a: &AgentStatus, b: &AgentStatus) -> bool {
+    if a.shutdown == b.shutdown {
+        return a == b;
     }
+    let strip = |s: &AgentStatus| AgentStatus {
+        shutdown: None,
+        ..s.clone()
+    };
+    strip(a) == strip(b)
 }

@@ -28,6 +28,16 @@ pub fn set(
 ) -> bool {
     let status = if desired.status { "True" } else { "False" };
     let existing = conditions.iter_mut().find(|c| c.type_ == desired.type_);
+    let unchanged = existing.as_ref().is_some_and(|c| {
+        c.status == status
+            && c.reason == desired.reason
+            && c.message == desired.message
+            && c.observed_generation == Some(generation)
+    });
+    if unchanged {
+        // The common case, every steady-state decision: nothing to build.
+        return false;
+    }
     let flipped = existing.as_ref().is_none_or(|c| c.status != status);
     let condition = Condition {
         type_: desired.type_.to_string(),

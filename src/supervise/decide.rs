@@ -1,6 +1,8 @@
 //! The decision: given what happened to an agent, its history and its policy, at time `now` —
 //! what next? A pure function of plain data: no client, no clock, no unseeded randomness.
 
+use std::sync::Arc;
+
 use jiff::{SignedDuration, Timestamp};
 
 use super::backoff;
@@ -16,13 +18,18 @@ use crate::api::{
 };
 
 /// Decides what to do next. The same input always gives the same plan.
-pub fn decide(input: &Input) -> Plan {
+///
+/// The input is taken by value: its status becomes the plan's (changed where the decision
+/// says), so no decision copies an agent's history. The caller compares against the status it
+/// read, which it still has.
+pub fn decide(mut input: Input) -> Plan {
     let builtin = RestartPolicySpec::default();
+    let status = std::mem::take(&mut input.status);
     let mut d = Decider {
-        input,
+        input: &input,
         now: whole_second(input.now),
         policy: &builtin,
-        s: input.status.clone(),
+        s: status,
         plan: Plan::default(),
         stop_reason: None,
     };
@@ -373,13 +380,15 @@ impl<'a> Decider<'a> {
                 ),
             },
         };
+        // Shared by lastFailure and the history record: one copy of up to 1 KiB.
+        let message: Option<Arc<str>> = ending.message.as_deref().map(Arc::from);
         self.s.last_failure = Some(Failure {
             time: Time(ended_at),
             reason: ending.reason,
             class,
             exit_code: ending.exit_code,
             signal: ending.signal,
-            message: ending.message.clone(),
+            message: message.clone(),
             container: ending.container.clone(),
             pod_name: self.s.pod_name.clone(),
             ran_for,
@@ -395,7 +404,7 @@ impl<'a> Decider<'a> {
         record.class = Some(class);
         record.exit_code = ending.exit_code;
         record.signal = ending.signal;
-        record.message = ending.message.clone();
+        record.message = message;
         record.ran_for = ran_for;
 
         match (class, shutdown) {
@@ -512,7 +521,7 @@ impl<'a> Decider<'a> {
         let message = ending
             .message
             .as_deref()
-            .map(|m| format!(": {m}"))
+            .map(|m| format!(": {}", excerpt(m)))
             .unwrap_or_default();
         self.event(reason, format!("Pod {pod} {what}{message}; {outcome}"));
     }
@@ -811,6 +820,20 @@ impl<'a> Decider<'a> {
     }
 }
 
+/// The start of a (termination) message, for an Event note: notes are limited to 1 KiB in
+/// all, and a sentence reads better with a short quote.
+fn excerpt(message: &str) -> std::borrow::Cow<'_, str> {
+    const MAX: usize = 200;
+    if message.len() <= MAX {
+        return message.into();
+    }
+    let mut end = MAX;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &message[..end]).into()
+}
+
 /// Why a restart happened, for its Event: " after Evicted: the node ran out of memory".
 fn restart_cause(record: &RestartRecord) -> String {
     let what = match (record.trigger, record.reason) {
@@ -824,7 +847,7 @@ fn restart_cause(record: &RestartRecord) -> String {
         .as_deref()
         .filter(|m| !m.is_empty() && record.trigger != Trigger::Manual)
     {
-        Some(message) => format!(" {what}: {message}"),
+        Some(message) => format!(" {what}: {}", excerpt(message)),
         None => format!(" {what}"),
     }
 }
