@@ -243,3 +243,67 @@ async fn a_test_can_play_the_kubelet_through_pods_status() {
         "2026-01-01T00:05:00Z"
     );
 }
+
+#[test]
+fn a_second_make_tools_builds_nothing() {
+    let out = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/hack/tools.sh"))
+        .output()
+        .expect("run hack/tools.sh");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "hack/tools.sh failed:\n{log}");
+    for tool in ["etcd", "kwok", "helm", "kubernetes"] {
+        assert!(
+            log.contains(&format!("==> {tool} v")) && !log.contains(&format!("{tool}: ")),
+            "{log}"
+        );
+    }
+    assert_eq!(
+        log.matches("cached in").count(),
+        4,
+        "every tool comes from the cache:\n{log}"
+    );
+    assert!(!log.contains("building"), "nothing is rebuilt:\n{log}");
+}
+
+#[test]
+fn a_cluster_comes_up_again_after_it_was_taken_down() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = root.join(format!("target/cycle-test-{}", std::process::id()));
+    let cluster = |args: &[&str]| {
+        let out = std::process::Command::new(root.join("hack/cluster.sh"))
+            .args(args)
+            .arg("--dir")
+            .arg(&dir)
+            .output()
+            .expect("run hack/cluster.sh");
+        assert!(
+            out.status.success(),
+            "cluster.sh {args:?} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let ready = || {
+        let out = support::tool("kubectl")
+            .env("KUBECONFIG", dir.join("kubeconfig"))
+            .args(["get", "--raw=/readyz"])
+            .output()
+            .expect("run kubectl");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    cluster(&["up"]);
+    assert_eq!(ready(), "ok");
+    assert!(
+        cluster(&["up"]).contains("already up"),
+        "a second up is a no-op"
+    );
+    cluster(&["down"]);
+    assert!(
+        !dir.join("kubeconfig").exists(),
+        "down removes the cluster's data"
+    );
+    cluster(&["up"]);
+    assert_eq!(ready(), "ok");
+    cluster(&["down"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -296,3 +296,39 @@ async fn kubectl_describe_shows_the_restart_history_and_events() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_missing_policy_holds_the_agent_until_it_appears() {
+    let (ns, _operator) = setup().await;
+    ns.create_agent(
+        "waiting",
+        json!({ "restartPolicyRef": { "name": "later" } }),
+    )
+    .await;
+    let status = ns
+        .wait_status("waiting", "PolicyResolved=False", |s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "PolicyResolved" && c.status == "False")
+        })
+        .await;
+    assert_eq!(status.attempt, 0, "no pod without its policy");
+    let note = ns.wait_event("waiting", "PolicyNotFound").await;
+    assert!(note.contains("later"), "{note}");
+    assert!(
+        ns.api::<Pod>()
+            .get_opt("waiting-1")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // Creating the policy re-reconciles the agents that name it.
+    ns.create_policy("later", fast_policy("1s")).await;
+    ns.wait_running("waiting-1").await;
+    let status = ns
+        .wait_status("waiting", "Running", |s| s.phase == Some(Phase::Running))
+        .await;
+    assert_eq!(status.restart_count, 0, "a first start, not a restart");
+    assert!(status.last_failure.is_none());
+}
