@@ -5,7 +5,6 @@ mod support;
 
 use std::time::Duration;
 
-use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{DeleteParams, ListParams, PostParams};
@@ -28,21 +27,7 @@ async fn client_as(ns: &TestNamespace, account: &str) -> Client {
         )
         .await
         .expect("create service account");
-    let request: TokenRequest =
-        from_json(json!({ "spec": { "audiences": [], "expirationSeconds": 600 } }));
-    let token = accounts
-        .create_subresource::<TokenRequest, TokenRequest>(
-            "token",
-            account,
-            &PostParams::default(),
-            &request,
-        )
-        .await
-        .expect("request a token")
-        .status
-        .expect("token request has a status")
-        .token
-        .expect("the token request returns a token");
+    let token = support::service_account_token(&ns.client, &ns.name, account).await;
     let mut config = support::admin_config().await;
     config.auth_info = AuthInfo {
         token: Some(token.into()),

@@ -6,10 +6,6 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use k8s_openapi::api::authentication::v1::TokenRequest;
-use k8s_openapi::api::core::v1::ServiceAccount;
-use kube::Api;
-use kube::api::PostParams;
 use kube::config::Kubeconfig;
 
 use crate::support::{self, TestNamespace};
@@ -37,23 +33,7 @@ pub fn install_chart(release_ns: &str, watched: &[&str]) {
 
 /// A kubeconfig file that authenticates as `namespace/account` with a fresh token.
 pub async fn token_kubeconfig(ns: &TestNamespace, namespace: &str, account: &str) -> PathBuf {
-    let accounts: Api<ServiceAccount> = Api::namespaced(ns.client.clone(), namespace);
-    let request: TokenRequest = serde_json::from_value(
-        serde_json::json!({ "spec": { "audiences": [], "expirationSeconds": 3600 } }),
-    )
-    .unwrap();
-    let token = accounts
-        .create_subresource::<TokenRequest, TokenRequest>(
-            "token",
-            account,
-            &PostParams::default(),
-            &request,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("cannot get a token for {namespace}/{account}: {e}"))
-        .status
-        .and_then(|s| s.token)
-        .expect("a token");
+    let token = support::service_account_token(&ns.client, namespace, account).await;
     let mut config = Kubeconfig::read_from(support::kubeconfig()).expect("read admin kubeconfig");
     for auth in &mut config.auth_infos {
         auth.auth_info = Some(kube::config::AuthInfo {

@@ -164,6 +164,28 @@ where
     }
 }
 
+/// A fresh token for the ServiceAccount `namespace/account`, from the TokenRequest API.
+pub async fn service_account_token(client: &Client, namespace: &str, account: &str) -> String {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let request: TokenRequest = serde_json::from_value(
+        serde_json::json!({ "spec": { "audiences": [], "expirationSeconds": 3600 } }),
+    )
+    .expect("a valid TokenRequest");
+    accounts
+        .create_subresource::<TokenRequest, TokenRequest>(
+            "token",
+            account,
+            &PostParams::default(),
+            &request,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("cannot get a token for {namespace}/{account}: {e}"))
+        .status
+        .and_then(|s| s.token)
+        .unwrap_or_else(|| panic!("no token for {namespace}/{account}"))
+}
+
 /// Installs (or updates) the CRDs from `crds/` with server-side apply and waits until they are
 /// established. Safe to call from every test.
 pub async fn install_crds(client: &Client) {
