@@ -17,4 +17,4 @@ if [[ -z "${KUBECONFIG:-}" ]]; then
 fi
 log "testing against $(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
 # Integration tests mostly wait on the API server: run many at once, each in its own namespace.
-cargo test --locked --all-targets -- --test-threads="${TEST_THREADS:-16}"
+cargo test --locked --all-targets --no-fail-fast -- --test-threads="${TEST_THREADS:-16}"

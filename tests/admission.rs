@@ -316,17 +316,24 @@ async fn every_example_manifest_is_accepted() {
 async fn kubectl_explain_shows_the_field_docs() {
     let ns = setup().await;
     drop(ns);
+    // The API server publishes a new CRD's OpenAPI schema a moment after it is Established.
     let explain = |path: &str| {
-        let out = support::kubectl()
-            .args(["explain", path])
-            .output()
-            .expect("run kubectl explain");
-        assert!(
-            out.status.success(),
-            "kubectl explain {path} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let out = support::kubectl()
+                .args(["explain", path])
+                .output()
+                .expect("run kubectl explain");
+            if out.status.success() {
+                return String::from_utf8_lossy(&out.stdout).into_owned();
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "kubectl explain {path} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
     };
     let heartbeat = explain("agent.spec.heartbeat");
     for want in [
