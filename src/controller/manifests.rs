@@ -184,9 +184,3 @@ pub fn claims(agent: &Agent) -> Vec<PersistentVolumeClaim> {
         })
         .collect()
 }
-
-/// The Agent's own kind, for object references.
-pub fn agent_kind() -> &'static str {
-    static KIND: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    KIND.get_or_init(|| Agent::kind(&()).into_owned())
-}

@@ -1,0 +1,111 @@
+//! The result: conditions set from the decided state, and the plan.
+
+use super::*;
+
+impl Decider<'_> {
+    pub(super) fn finish(mut self) -> Plan {
+        let generation = self.input.agent.generation;
+        let breaker = self.breaker().clone();
+        let open = breaker.state == BreakerState::Open;
+        let message = match (&breaker.half_open_at, open) {
+            (Some(at), true) => format!(
+                "opened after {} failures in a row; probe at {}",
+                self.s.consecutive_failures, at.0
+            ),
+            _ => String::new(),
+        };
+        let desired = Desired {
+            type_: CIRCUIT_BREAKER_OPEN,
+            status: open,
+            reason: if open {
+                "Tripped"
+            } else {
+                breaker.state.as_str()
+            },
+            message: &message,
+        };
+        conditions::set(&mut self.s.conditions, desired, generation, self.now);
+
+        let (ready, reason) = self.ready();
+        let previous = conditions::get(&self.s.conditions, READY)
+            .map(|c| (c.reason.clone(), c.message.clone()));
+        let (reason, message) = match (reason, previous) {
+            // A Stopped agent keeps the reason it was stopped for.
+            (None, Some(previous)) => previous,
+            (None, None) => ("Stopped".to_string(), String::new()),
+            (Some(reason), _) => (reason.to_string(), self.ready_message()),
+        };
+        let desired = Desired {
+            type_: READY,
+            status: ready,
+            reason: &reason,
+            message: &message,
+        };
+        conditions::set(&mut self.s.conditions, desired, generation, self.now);
+
+        self.plan.status = self.s;
+        self.plan
+    }
+
+    /// Ready's status and reason; `None` as reason keeps the one already recorded.
+    pub(super) fn ready(&self) -> (bool, Option<&'static str>) {
+        let pod_ready = self.plan.create_pod.is_none()
+            && self.plan.delete_pod.is_none()
+            && self
+                .input
+                .pod
+                .as_ref()
+                .is_some_and(|p| p.attempt == self.s.attempt && p.ready);
+        match self.s.phase {
+            Some(Phase::Running) if pod_ready => (true, Some("PodReady")),
+            Some(Phase::Running) => (false, Some("PodNotReady")),
+            Some(Phase::Pending) if !matches!(self.input.policy, PolicyResolution::Missing(_)) => {
+                (false, Some("PodPending"))
+            }
+            Some(Phase::Pending) | None => (false, Some("PolicyNotFound")),
+            Some(Phase::BackingOff) => (false, Some("BackingOff")),
+            Some(Phase::CircuitOpen) => (false, Some("CircuitOpen")),
+            Some(Phase::Stopped) => (false, self.stop_reason),
+            Some(Phase::Shutdown) => (false, Some("Shutdown")),
+            Some(Phase::Suspended) => (false, Some("Suspended")),
+        }
+    }
+
+    pub(super) fn ready_message(&self) -> String {
+        let pod = self.s.pod_name.as_deref().unwrap_or("");
+        match (self.s.phase, self.stop_reason) {
+            (Some(Phase::Stopped), Some("RestartLimitExceeded")) => format!(
+                "more than {} restarts within {}; annotate {} to resume",
+                self.policy.limits.max_restarts,
+                self.policy.limits.window,
+                crate::api::RESET_REQUESTED_ANNOTATION
+            ),
+            (Some(Phase::Stopped), Some("StoppedByRule")) => {
+                "a Stop rule matched the last failure".to_string()
+            }
+            (Some(Phase::Stopped), _) => "the policy's backoff is Never".to_string(),
+            (Some(Phase::BackingOff), _) => match &self.s.next_restart_at {
+                Some(at) => format!("restart scheduled at {}", at.0),
+                None => String::new(),
+            },
+            (Some(Phase::CircuitOpen), _) => {
+                let probe_at = self
+                    .s
+                    .circuit_breaker
+                    .as_ref()
+                    .and_then(|b| b.half_open_at.as_ref());
+                match probe_at {
+                    Some(at) => format!("circuit breaker open: one probe restart at {}", at.0),
+                    None => String::new(),
+                }
+            }
+            (Some(Phase::Shutdown), _) => match &self.s.shutdown {
+                Some(shutdown) => shutdown_note(shutdown),
+                None => String::new(),
+            },
+            (Some(Phase::Suspended), _) => "spec.suspend is true".to_string(),
+            (Some(Phase::Running | Phase::Pending), _) => format!("pod {pod}"),
+            _ => String::new(),
+        }
+    }
+}

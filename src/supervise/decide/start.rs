@@ -1,0 +1,180 @@
+//! Starting pods: first starts, restarts, the breaker's probe, and the restart history.
+
+use super::*;
+
+impl Decider<'_> {
+    /// The breaker's single probe: HalfOpen, and one restart.
+    pub(super) fn probe(&mut self) {
+        self.breaker().state = BreakerState::HalfOpen;
+        let note = format!(
+            "Circuit breaker half-open: starting one probe (attempt {})",
+            self.s.attempt.saturating_add(1)
+        );
+        self.event(EventReason::CircuitHalfOpen, note);
+        self.start_next_attempt(None);
+    }
+
+    /// Creates the next attempt's pod. A pending restart in the history is completed by it;
+    /// otherwise `record` (if any) is added as a new restart.
+    pub(super) fn start_next_attempt(&mut self, record: Option<RestartRecord>) {
+        // Whatever led here, the attempt being replaced never stays live beside the new one.
+        if let Some(live) = self.current_pod().filter(|p| p.is_live()) {
+            self.plan.delete_pod = Some(live.name.clone());
+        }
+        let pending = self
+            .s
+            .restart_history
+            .first_mut()
+            .filter(|r| r.restarted_at.is_none());
+        let restarted = match (pending, record) {
+            (Some(pending), _) => {
+                pending.restarted_at = Some(Time(self.now));
+                Some(pending.class == Some(FailureClass::Transient))
+            }
+            (None, Some(mut record)) => {
+                record.restarted_at = Some(Time(self.now));
+                let counted = record.class == Some(FailureClass::Transient);
+                self.push_history(record);
+                Some(counted)
+            }
+            (None, None) => None,
+        };
+        if let Some(counted) = restarted {
+            self.count_restart(counted, self.now);
+        }
+        let attempt = self.s.attempt.saturating_add(1);
+        let name = pod_name(&self.input.agent.name, attempt);
+        self.s.attempt = attempt;
+        self.s.pod_name = Some(name.clone());
+        self.s.phase = Some(Phase::Pending);
+        self.s.next_restart_at = None;
+        let what = if restarted.is_some() {
+            "restart"
+        } else {
+            "start"
+        };
+        self.event(
+            EventReason::PodCreated,
+            format!("Created pod {name} (attempt {attempt}, {what})"),
+        );
+        if restarted.is_some() {
+            let why = self
+                .s
+                .restart_history
+                .first()
+                .map(restart_cause)
+                .unwrap_or_default();
+            let note = format!(
+                "Restarted as pod {name} (restart {}){why}",
+                self.s.restart_count
+            );
+            self.event(EventReason::Restarted, note);
+        }
+        self.plan.create_pod = Some(NewPod {
+            name,
+            attempt,
+            restart_count: self.s.restart_count,
+            last_failure_reason: self.s.last_failure.as_ref().map(|f| f.reason),
+        });
+        self.requeue(add(self.now, self.policy.startup_timeout.as_std()));
+    }
+
+    /// A pod of a newer attempt exists that the status does not know: a status write was lost
+    /// after the pod was created. Take it as created.
+    pub(super) fn adopt(&mut self, pod: &PodFacts) {
+        let created = whole_second(pod.created_at);
+        if let Some(pending) = self
+            .s
+            .restart_history
+            .first_mut()
+            .filter(|r| r.restarted_at.is_none())
+        {
+            pending.restarted_at = Some(Time(created));
+            let counted = pending.class == Some(FailureClass::Transient);
+            self.count_restart(counted, created);
+        }
+        // A pod created while the breaker was open is its probe.
+        if self.breaker().state == BreakerState::Open {
+            self.breaker().state = BreakerState::HalfOpen;
+        }
+        self.s.attempt = pod.attempt;
+        self.s.pod_name = Some(pod.name.clone());
+        self.s.phase = Some(Phase::Pending);
+        self.s.next_restart_at = None;
+    }
+
+    /// A restart performed at `at`; `counted` ones count toward the restart limit.
+    pub(super) fn count_restart(&mut self, counted: bool, at: Timestamp) {
+        self.s.restart_count = self.s.restart_count.saturating_add(1);
+        if counted {
+            self.s.recent_restarts.insert(0, Time(at));
+            self.s
+                .recent_restarts
+                .truncate(self.policy.limits.max_restarts.max(1) as usize);
+        }
+    }
+
+    /// A restart record for the current attempt with `trigger`, and no failure.
+    pub(super) fn record(&self, trigger: Trigger) -> RestartRecord {
+        RestartRecord {
+            attempt: self.s.attempt,
+            trigger,
+            failed_at: None,
+            reason: None,
+            class: None,
+            exit_code: None,
+            signal: None,
+            message: None,
+            ran_for: None,
+            backoff: None,
+            restarted_at: None,
+        }
+    }
+
+    pub(super) fn push_history(&mut self, record: RestartRecord) {
+        self.s.restart_history.insert(0, record);
+        self.s.restart_history.truncate(self.history_limit());
+    }
+
+    pub(super) fn history_limit(&self) -> usize {
+        self.policy.history_limit.clamp(1, 50) as usize
+    }
+
+    pub(super) fn manual_event(&mut self, manual: bool) {
+        if manual {
+            let value = self.s.handled_restart_request.clone().unwrap_or_default();
+            let note = format!(
+                "Restart requested ({}={value})",
+                crate::api::RESTART_REQUESTED_ANNOTATION
+            );
+            self.event(EventReason::ManualRestart, note);
+        }
+    }
+
+    pub(super) fn rollout_event(&mut self) {
+        let note = format!(
+            "Template changed (generation {}): replacing pod {}",
+            self.input.agent.generation,
+            self.s.pod_name.as_deref().unwrap_or("")
+        );
+        self.event(EventReason::RolledOut, note);
+    }
+}
+
+/// Why a restart happened, for its Event: " after Evicted: the node ran out of memory".
+fn restart_cause(record: &RestartRecord) -> String {
+    let what = match (record.trigger, record.reason) {
+        (Trigger::Manual, _) => "on request".to_string(),
+        (Trigger::Rollout, _) => "for a new template".to_string(),
+        (_, Some(reason)) => format!("after {reason}"),
+        (_, None) => return String::new(),
+    };
+    match record
+        .message
+        .as_deref()
+        .filter(|m| !m.is_empty() && record.trigger != Trigger::Manual)
+    {
+        Some(message) => format!(" {what}: {}", excerpt(message)),
+        None => format!(" {what}"),
+    }
+}
