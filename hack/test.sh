@@ -16,5 +16,15 @@ if [[ -z "${KUBECONFIG:-}" ]]; then
   export KUBECONFIG="$dir/kubeconfig"
 fi
 log "testing against $(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
+# The benchmarks, once each, as a smoke test (their figures come from `cargo bench`).
+cargo test --locked --benches
 # Integration tests mostly wait on the API server: run many at once, each in its own namespace.
-cargo test --locked --all-targets --no-fail-fast -- --test-threads="${TEST_THREADS:-16}"
+results="$(mktemp)"
+trap 'rm -f "$results"; [[ -n "${dir:-}" ]] && hack/cluster.sh down --dir "$dir"' EXIT
+status=0
+cargo test --locked --lib --bins --tests --no-fail-fast -- --test-threads="${TEST_THREADS:-16}" 2>&1 |
+  tee "$results" || status=$?
+# One closing line for the whole suite, summed over every test binary.
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "suite: %d passed, %d failed\n", p, f }' "$results"
+exit "$status"
