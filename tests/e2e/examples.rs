@@ -228,7 +228,7 @@ async fn the_heartbeat_agent_gets_its_lease_and_is_restarted_when_silent() {
         !can("update", "other") && !can("delete", "watcher"),
         "and nothing more"
     );
-    // Nothing renews it here: 30s grace + 30s timeout, then HeartbeatLost.
+    // Nothing renews it here: HeartbeatLost when the 30s grace period ends.
     let status = eventually(Duration::from_secs(90), "HeartbeatLost", || async {
         let status = ns.status("watcher").await;
         status
