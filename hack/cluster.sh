@@ -37,7 +37,10 @@ free_port() {
 # The pid files of the processes this cluster started, in start order.
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 
-running() { [[ -f "$DIR/$1.pid" ]] && kill -0 "$(cat "$DIR/$1.pid")" 2>/dev/null; }
+# The program behind each pid file.
+program() { [[ "$1" == operator ]] && echo agent-supervisor || echo "$1"; }
+
+running() { [[ -f "$DIR/$1.pid" ]] && is_ours "$(cat "$DIR/$1.pid")" "$(program "$1")"; }
 
 all_running() {
   local c
@@ -148,6 +151,15 @@ up() {
   done
   local t0=$SECONDS
   mkdir -p "$DIR/logs"
+  if [[ -n "$OWNER_PID" ]]; then
+    # A detached watcher, set before anything starts: when the owner exits, however and
+    # whenever it exits, the cluster goes with it.
+    nohup bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; "$2" down --dir "$3"' \
+      _ "$OWNER_PID" "$REPO_ROOT/hack/cluster.sh" "$DIR" >/dev/null 2>&1 &
+    echo $! >"$DIR/watcher.pid"
+  fi
+  # Whatever fails from here on, nothing is left running.
+  trap 'stop_all' ERR
   gen_pki
 
   local etcd_port peer_port api_port
@@ -220,12 +232,7 @@ AUDIT
   # The ServiceAccount controller has run once the default namespace has its account.
   wait_for kube-controller-manager 60 kubectl --kubeconfig="$KUBECONFIG_FILE" -n default get serviceaccount default
 
-  if [[ -n "$OWNER_PID" ]]; then
-    # A detached watcher: when the owner exits, however it exits, the cluster goes with it.
-    nohup bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; "$2" down --dir "$3"' \
-      _ "$OWNER_PID" "$REPO_ROOT/hack/cluster.sh" "$DIR" >/dev/null 2>&1 &
-    echo $! >"$DIR/watcher.pid"
-  fi
+  trap - ERR
   log "cluster up in $((SECONDS - t0))s; KUBECONFIG=$KUBECONFIG_FILE"
 }
 
@@ -244,12 +251,7 @@ stop_all() {
   for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do order+=("${COMPONENTS[$i]}"); done
   for c in "${order[@]}"; do
     [[ -f "$DIR/$c.pid" ]] || continue
-    pid=$(cat "$DIR/$c.pid")
-    if kill -0 "$pid" 2>/dev/null; then
-      kill "$pid" 2>/dev/null || true
-      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -9 "$pid" 2>/dev/null || true
-    fi
+    stop_ours "$(cat "$DIR/$c.pid")" "$(program "$c")"
     rm -f "$DIR/$c.pid"
   done
 }
@@ -261,7 +263,7 @@ down() {
     w=$(cat "$DIR/watcher.pid")
     rm -f "$DIR/watcher.pid"
     # Only when called from outside the watcher itself.
-    [[ "$w" != "$PPID" && "$w" != "$$" ]] && kill "$w" 2>/dev/null || true
+    [[ "$w" != "$PPID" && "$w" != "$$" ]] && is_ours "$w" bash && kill "$w" 2>/dev/null || true
   fi
   rm -rf "$DIR/etcd" "$DIR/apiserver" "$DIR/logs" "$DIR/pki" "$KUBECONFIG_FILE" "$DIR/audit-policy.yaml" "$DIR/kwok.yaml"
   log "cluster in $DIR stopped"

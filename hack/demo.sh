@@ -27,7 +27,7 @@ kubectl wait --for=condition=Established crd/agents.supervisor.dev crd/restartpo
 kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 
 if [[ -f "$dir/operator.pid" ]]; then
-  kill "$(cat "$dir/operator.pid")" 2>/dev/null || true # the operator of an earlier KEEP=1 demo
+  stop_ours "$(cat "$dir/operator.pid")" agent-supervisor # the operator of an earlier KEEP=1 demo
   rm -f "$dir/operator.pid"
 fi
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -36,7 +36,7 @@ target/debug/agent-supervisor --namespaces="$ns" --leader-elect=false --metrics-
   >"$dir/logs/operator.log" 2>&1 &
 echo $! >"$dir/operator.pid"
 until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do
-  kill -0 "$(cat "$dir/operator.pid")" 2>/dev/null || { tail -20 "$dir/logs/operator.log"; die "the operator exited"; }
+  is_ours "$(cat "$dir/operator.pid")" agent-supervisor || { tail -20 "$dir/logs/operator.log"; die "the operator exited"; }
   sleep 0.5
 done
 

@@ -23,3 +23,21 @@ TOOLS_PATH="$KUBERNETES_BIN:$ETCD_BIN:$KWOK_BIN:$HELM_BIN"
 
 log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# is_ours PID NAME: PID is alive and runs the program NAME (so a stale pid file, whose pid the
+# system has since given to another process, is never acted on).
+is_ours() {
+  local pid=$1 name=$2 exe
+  [[ -n "$pid" && -r "/proc/$pid/cmdline" ]] || return 1
+  exe=$(tr '\0' '\n' <"/proc/$pid/cmdline" | head -n 1)
+  [[ "$(basename -- "$exe")" == "$name" ]]
+}
+
+# stop_ours PID NAME: SIGTERM, up to 5s to exit, then SIGKILL — only if PID is still NAME.
+stop_ours() {
+  local pid=$1 name=$2
+  is_ours "$pid" "$name" || return 0
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 50); do is_ours "$pid" "$name" || return 0; sleep 0.1; done
+  is_ours "$pid" "$name" && kill -9 "$pid" 2>/dev/null || true
+}

@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # Runs the whole test suite against a control plane of its own, started here and stopped after.
 #
-# Set KUBECONFIG to use a cluster you already have instead (for example `make cluster-up` and
-# `eval "$(make -s cluster-env)"`).
+# Set TEST_KUBECONFIG to use a cluster you already have instead (for example after
+# `make cluster-up`: TEST_KUBECONFIG=target/cluster/kubeconfig). An exported KUBECONFIG is not
+# used: the tests create and delete things, on no cluster but one chosen for them.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
 export PATH="$TOOLS_PATH:$PATH"
 
-if [[ -z "${KUBECONFIG:-}" ]]; then
+if [[ -z "${TEST_KUBECONFIG:-}" ]]; then
   dir="$REPO_ROOT/target/test-cluster"
   trap 'hack/cluster.sh down --dir "$dir"' EXIT
   # --owner-pid: even if this script is killed, the cluster does not outlive it.
   hack/cluster.sh up --dir "$dir" --owner-pid $$
-  export KUBECONFIG="$dir/kubeconfig"
+  export TEST_KUBECONFIG="$dir/kubeconfig"
 fi
+export KUBECONFIG="$TEST_KUBECONFIG"
 log "testing against $(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
 # The benchmarks, once each, as a smoke test (their figures come from `cargo bench`).
 cargo test --locked --benches

@@ -252,6 +252,10 @@ async fn invalid_agents_are_rejected() {
             vec!["spec.heartbeat.timeout", "must be a duration"],
         ),
         (
+            json!({ "template": template, "heartbeat": { "timeout": "1h", "gracePeriod": "9999999999999999h" } }),
+            vec!["spec.heartbeat.gracePeriod", "must be a duration"],
+        ),
+        (
             json!({ "template": template, "restartPolicyRef": { "name": "" } }),
             vec!["spec.restartPolicyRef.name"],
         ),

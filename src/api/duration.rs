@@ -8,7 +8,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// What admission accepts: Go's `time.ParseDuration` format without a sign, so that CEL's
 /// `duration()` and this type read the same strings.
-pub const DURATION_PATTERN: &str = r"^(0|([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+)$";
+/// Each number has at most 6 digits (and 9 decimals): no duration overflows, whatever its units.
+pub const DURATION_PATTERN: &str = r"^(0|([0-9]{1,6}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h))+)$";
 
 /// A non-negative span of time, such as `30s`, `5m` or `1h30m`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -57,15 +58,55 @@ pub struct ParseDurationError {
 impl FromStr for Duration {
     type Err = ParseDurationError;
 
-    /// Parses Go's duration format (as `metav1.Duration` does); negative spans are refused.
+    /// Parses Go's duration format (as `metav1.Duration` does) within [`DURATION_PATTERN`]:
+    /// no sign, and numbers small enough that no sum of them can overflow.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.parse::<kube::core::Duration>() {
-            Ok(d) if !s.is_empty() && !d.is_negative() => Ok(std::time::Duration::from(d).into()),
+        let parsed = if matches_pattern(s) {
+            s.parse::<kube::core::Duration>().ok()
+        } else {
+            None
+        };
+        match parsed {
+            Some(d) if !d.is_negative() => Ok(std::time::Duration::from(d).into()),
             _ => Err(ParseDurationError {
                 input: s.chars().take(64).collect(),
             }),
         }
     }
+}
+
+/// Whether `s` matches [`DURATION_PATTERN`] (checked here by hand, to need no regex engine).
+fn matches_pattern(s: &str) -> bool {
+    if s == "0" {
+        return true;
+    }
+    if s.is_empty() || s.len() > 64 {
+        return false;
+    }
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if !(1..=6).contains(&digits) {
+            return false;
+        }
+        rest = &rest[digits..];
+        if let Some(fraction) = rest.strip_prefix('.') {
+            let decimals = fraction.bytes().take_while(u8::is_ascii_digit).count();
+            if !(1..=9).contains(&decimals) {
+                return false;
+            }
+            rest = &fraction[decimals..];
+        }
+        // Two-letter units first: "ms" is not "m" followed by "s".
+        let unit = ["ns", "us", "µs", "ms", "s", "m", "h"]
+            .into_iter()
+            .find(|u| rest.starts_with(u));
+        match unit {
+            Some(u) => rest = &rest[u.len()..],
+            None => return false,
+        }
+    }
+    true
 }
 
 impl fmt::Display for Duration {
@@ -208,6 +249,8 @@ mod tests {
             ("2m3s4ms", 123_004),
             ("90s", 90_000),
             ("1.5s", 1_500),
+            ("999999h", 999_999 * 3_600_000),
+            ("0", 0),
             ("1m0s", 60_000),
         ] {
             assert_eq!(
@@ -221,7 +264,22 @@ mod tests {
     #[test]
     fn rejects_what_admission_rejects() {
         for text in [
-            "", "10s5", "s", "-1s", "1d", "5 m", "1h-", "ms", "1hh", "abc",
+            "",
+            "10s5",
+            "s",
+            "-1s",
+            "1d",
+            "5 m",
+            "1h-",
+            "ms",
+            "1hh",
+            "abc",
+            // Too many digits: would overflow (and used to panic the parser).
+            "9999999999999999h",
+            "1000000h",
+            "1.1234567890s",
+            "1.s",
+            ".5s",
         ] {
             assert!(
                 text.parse::<Duration>().is_err(),

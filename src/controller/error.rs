@@ -23,7 +23,7 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    #[error("pod {0} exists but is not controlled by this Agent")]
+    #[error("{0} exists but is not controlled by this Agent")]
     NameTaken(String),
     #[error("writing status: {0}")]
     Status(#[source] kube::Error),
@@ -36,9 +36,18 @@ impl Error {
             Error::Read { .. } => "ReadFailed",
             Error::Create { .. } => "CreateFailed",
             Error::Delete { .. } => "DeleteFailed",
-            Error::NameTaken(_) => "PodNameTaken",
+            Error::NameTaken(_) => "NameTaken",
             Error::Status(e) if is_conflict(e) => "StatusConflict",
             Error::Status(_) => "StatusWriteFailed",
+        }
+    }
+
+    /// The API server refused the request itself: retrying the same will not help.
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            Error::NameTaken(_) => true,
+            Error::Create { source, .. } => is_invalid(source),
+            _ => false,
         }
     }
 
@@ -47,8 +56,7 @@ impl Error {
     pub fn retry_after(&self) -> Duration {
         match self {
             Error::Status(e) if is_conflict(e) => Duration::from_millis(500),
-            Error::NameTaken(_) => Duration::from_secs(300),
-            Error::Create { source, .. } if is_invalid(source) => Duration::from_secs(60),
+            e if e.is_permanent() => Duration::from_secs(60),
             _ => Duration::from_secs(5),
         }
     }

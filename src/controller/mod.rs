@@ -61,6 +61,20 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
 }
 
+impl Context {
+    /// Whether every cache has had its first full list: a decision on a half-filled cache would
+    /// see a renewed Lease as missing, or the namespace's default policy as absent. (Checked,
+    /// not awaited: the caches fill as the controller polls their streams, which a reconcile
+    /// waiting here could hold up.)
+    pub fn caches_synced(&self) -> bool {
+        use futures::FutureExt;
+        self.pods.wait_until_ready().now_or_never().is_some()
+            && self.leases.wait_until_ready().now_or_never().is_some()
+            && self.claims.wait_until_ready().now_or_never().is_some()
+            && self.policies.wait_until_ready().now_or_never().is_some()
+    }
+}
+
 /// Runs the controllers until `shutdown` resolves: one Agent controller and one RestartPolicy
 /// status controller per watched namespace (or one of each for the whole cluster).
 pub async fn run(

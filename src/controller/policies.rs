@@ -57,6 +57,10 @@ pub async fn run(
 }
 
 async fn reconcile(policy: Arc<RestartPolicy>, ctx: Arc<Context>) -> Result<Action, kube::Error> {
+    // Counting users on a half-filled cache would publish a wrong count.
+    if futures::FutureExt::now_or_never(ctx.agents.wait_until_ready()).is_none() {
+        return Ok(Action::requeue(Duration::from_millis(200)));
+    }
     let namespace = policy.namespace();
     let name = policy.name_any();
     let agents = ctx

@@ -23,6 +23,9 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, E
         // Its pods, Lease and claims go with it through garbage collection.
         return Ok(Action::await_change());
     }
+    if !ctx.caches_synced() {
+        return Ok(Action::requeue(Duration::from_millis(200)));
+    }
     let started = std::time::Instant::now();
     let _timer = scopeguard(|| {
         ctx.metrics
@@ -45,8 +48,21 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, E
             "decided"
         );
     }
-    act(&agent, &template_hash, &plan, &ctx).await?;
-    status::record(&agent, before, &plan, &ctx).await?;
+    if plan.delete_pod.is_some() && plan.create_pod.is_none() {
+        // A kill (hung, never started, suspended) is recorded before it happens: once the pod is
+        // gone, nothing else would tell it from a pod lost with its node.
+        status::record(&agent, before, &plan, &ctx).await?;
+        act(&agent, &template_hash, &plan, &ctx)
+            .await
+            .inspect_err(|e| warn_user(&agent, e, &ctx))?;
+    } else {
+        // A new pod is created before it is recorded: a lost status write is repaired by
+        // adopting the pod (its name is derived from the attempt), never by a second pod.
+        act(&agent, &template_hash, &plan, &ctx)
+            .await
+            .inspect_err(|e| warn_user(&agent, e, &ctx))?;
+        status::record(&agent, before, &plan, &ctx).await?;
+    }
     ctx.metrics.observe(before, &plan, now);
     publish_events(&agent, &plan, &ctx).await;
     Ok(requeue(&plan, now))
@@ -139,7 +155,7 @@ async fn create_pod(agent: &Agent, pods: &Api<Pod>, new: &NewPod, hash: &str) ->
         // by an earlier try whose status write was lost — unless someone else owns the name.
         Err(e) if is_conflict(&e) => match pods.get(&new.name).await {
             Ok(existing) if manifests::controlled_by(existing.owner_references(), agent) => Ok(()),
-            Ok(_) => Err(Error::NameTaken(new.name.clone())),
+            Ok(_) => Err(Error::NameTaken(format!("Pod {}", new.name))),
             Err(source) => Err(Error::Read {
                 what: format!("pod {}", new.name),
                 source,
@@ -166,7 +182,7 @@ async fn ensure_owned_objects(agent: &Agent, ctx: &Context) -> Result<(), Error>
             .is_none()
     {
         let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &namespace);
-        create_if_missing(&leases, &manifests::lease(agent), &params).await?;
+        create_if_missing(agent, &leases, &manifests::lease(agent), &params).await?;
     }
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &namespace);
     for claim in manifests::claims(agent) {
@@ -176,13 +192,20 @@ async fn ensure_owned_objects(agent: &Agent, ctx: &Context) -> Result<(), Error>
             .get(&ObjectRef::new(&name).within(&namespace))
             .is_none()
         {
-            create_if_missing(&claims, &claim, &params).await?;
+            create_if_missing(agent, &claims, &claim, &params).await?;
         }
     }
     Ok(())
 }
 
-async fn create_if_missing<K>(api: &Api<K>, object: &K, params: &PostParams) -> Result<(), Error>
+/// Creates `object` unless it exists. An existing one must be the Agent's own: a name taken by
+/// something else (another Agent's claim, a hand-made Lease) is reported, never used.
+async fn create_if_missing<K>(
+    agent: &Agent,
+    api: &Api<K>,
+    object: &K,
+    params: &PostParams,
+) -> Result<(), Error>
 where
     K: Resource<DynamicType = ()>
         + Clone
@@ -190,13 +213,15 @@ where
         + serde::de::DeserializeOwned
         + std::fmt::Debug,
 {
+    let what = format!("{} {}", K::kind(&()), object.name_any());
     match api.create(params, object).await {
         Ok(_) => Ok(()),
-        Err(e) if is_conflict(&e) => Ok(()),
-        Err(source) => Err(Error::Create {
-            what: format!("{} {}", K::kind(&()), object.name_any()),
-            source,
-        }),
+        Err(e) if is_conflict(&e) => match api.get(&object.name_any()).await {
+            Ok(existing) if manifests::controlled_by(existing.owner_references(), agent) => Ok(()),
+            Ok(_) => Err(Error::NameTaken(what)),
+            Err(source) => Err(Error::Read { what, source }),
+        },
+        Err(source) => Err(Error::Create { what, source }),
     }
 }
 
@@ -224,6 +249,28 @@ async fn remove_old_pods(agent: &Agent, pods: &Api<Pod>, attempt: u32, ctx: &Con
             warn!(pod = name, error = %e, "could not remove an old pod");
         }
     }
+}
+
+/// A request the API server refuses for good (an invalid pod template, a name taken by someone
+/// else) will not succeed on retry: say so on the Agent, where `kubectl describe` shows it.
+fn warn_user(agent: &Agent, error: &Error, ctx: &Context) {
+    if !error.is_permanent() {
+        return;
+    }
+    let event = KubeEvent {
+        type_: EventType::Warning,
+        reason: error.reason().to_string(),
+        note: Some(error.to_string().chars().take(1000).collect()),
+        action: "Reconcile".to_string(),
+        secondary: None,
+    };
+    let recorder = ctx.recorder.clone();
+    let reference = agent.object_ref(&());
+    tokio::spawn(async move {
+        if let Err(e) = recorder.publish(&event, &reference).await {
+            warn!(error = %e, "could not record an Event");
+        }
+    });
 }
 
 async fn publish_events(agent: &Agent, plan: &Plan, ctx: &Context) {

@@ -182,6 +182,11 @@ async fn foreign_pods_are_never_touched_and_deleting_an_agent_removes_what_it_ow
         "nor patched"
     );
     assert!(still.metadata.owner_references.is_none());
+    let note = ns.wait_event("keeper", "NameTaken").await;
+    assert!(
+        note.contains("Pod keeper-1") && note.contains("not controlled by this Agent"),
+        "{note}"
+    );
 
     // A second agent with its own pods, claim and Lease. This cluster has no storage
     // provisioner: a volume made for the claim stands in for one.

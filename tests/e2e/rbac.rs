@@ -102,8 +102,12 @@ async fn the_operator_works_under_the_charts_namespaced_rbac_and_sees_nothing_el
         .await
         .expect("delete agent");
 
-    // Nothing the operator asked for was refused.
+    // Nothing the operator asked for was refused (and its log is really there to read).
     let log = operator.log_text();
+    assert!(
+        log.contains("connected") && log.contains("leading"),
+        "the operator's log:\n{log}"
+    );
     for refused in ["forbidden", "Forbidden", "403"] {
         assert!(
             !log.contains(refused),

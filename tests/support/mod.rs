@@ -1,9 +1,11 @@
 //! Test support for integration tests: a client for a real local control plane, and a fresh
 //! namespace per test.
 //!
-//! With `KUBECONFIG` set (as `make test` does), the tests use that cluster. Without it, the first
-//! test starts a private cluster with `hack/cluster.sh` that stops itself when the test process
-//! exits. A test that cannot reach its control plane panics with the reason; it never skips.
+//! With `TEST_KUBECONFIG` set (as `make test` does), the tests use that cluster. Without it, the
+//! first test starts a private cluster with `hack/cluster.sh` that stops itself when the test
+//! process exits. A `KUBECONFIG` in the environment is never used: tests create and delete
+//! things, and must not do so on a cluster nobody chose for them. A test that cannot reach its
+//! control plane panics with the reason; it never skips.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
 pub mod kubelet;
@@ -25,7 +27,7 @@ fn repo_root() -> &'static Path {
 /// The kubeconfig of the control plane this test process uses.
 pub fn kubeconfig() -> &'static Path {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| match std::env::var_os("KUBECONFIG") {
+    PATH.get_or_init(|| match std::env::var_os("TEST_KUBECONFIG") {
         Some(path) if !path.is_empty() => PathBuf::from(path),
         _ => start_private_cluster(),
     })
@@ -35,7 +37,7 @@ fn start_private_cluster() -> PathBuf {
     let pid = std::process::id();
     let dir = repo_root().join(format!("target/test-clusters/{pid}"));
     eprintln!(
-        "KUBECONFIG is not set: starting a private control plane in {}",
+        "TEST_KUBECONFIG is not set: starting a private control plane in {}",
         dir.display()
     );
     let out = Command::new(repo_root().join("hack/cluster.sh"))
@@ -46,8 +48,8 @@ fn start_private_cluster() -> PathBuf {
         .expect("cannot run hack/cluster.sh");
     if !out.status.success() {
         panic!(
-            "cannot start a control plane for the tests (run `make tools`, or point KUBECONFIG at a \
-             cluster):\n{}",
+            "cannot start a control plane for the tests (run `make tools`, or point TEST_KUBECONFIG \
+             at a cluster):\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
     }
@@ -69,8 +71,9 @@ pub async fn client() -> Client {
     let client = Client::try_from(admin_config().await).expect("cannot build a client");
     if let Err(e) = client.apiserver_version().await {
         panic!(
-            "cannot reach the control plane in {}: {e}\nstart one with `make cluster-up` and \
-             `eval \"$(make -s cluster-env)\"`, or unset KUBECONFIG to let the tests start their own",
+            "cannot reach the control plane in {}: {e}\nstart one with `make cluster-up` and set \
+             TEST_KUBECONFIG=target/cluster/kubeconfig, or unset TEST_KUBECONFIG to let the \
+             tests start their own",
             kubeconfig().display()
         );
     }
