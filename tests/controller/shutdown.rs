@@ -65,8 +65,8 @@ async fn assert_left_alone(ns: &TestNamespace, agent: &str) {
     assert_eq!(status.phase, Some(Phase::Shutdown));
 }
 
-/// Clearing `status.shutdown` resumes supervision with a new pod.
-async fn assert_clearing_resumes(ns: &TestNamespace, agent: &str, next_pod: &str) {
+/// What a person (or an economy service) types: a merge patch of the status subresource.
+fn kubectl_patch_status(ns: &TestNamespace, agent: &str, patch: &str) {
     let out = crate::support::kubectl()
         .args([
             "-n",
@@ -76,8 +76,9 @@ async fn assert_clearing_resumes(ns: &TestNamespace, agent: &str, next_pod: &str
             agent,
             "--subresource=status",
             "--type=merge",
+            "-p",
+            patch,
         ])
-        .args(["-p", r#"{"status":{"shutdown":null}}"#])
         .output()
         .expect("run kubectl");
     assert!(
@@ -85,6 +86,11 @@ async fn assert_clearing_resumes(ns: &TestNamespace, agent: &str, next_pod: &str
         "kubectl patch: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Clearing `status.shutdown` resumes supervision with a new pod.
+async fn assert_clearing_resumes(ns: &TestNamespace, agent: &str, next_pod: &str) {
+    kubectl_patch_status(ns, agent, r#"{"status":{"shutdown":null}}"#);
     ns.wait_running(next_pod).await;
     ns.wait_status(agent, "running again", |s| s.phase == Some(Phase::Running))
         .await;
@@ -146,26 +152,10 @@ async fn a_shutdown_patched_in_by_someone_else_is_respected_and_kept() {
         .await;
 
     // The economy service (here: kubectl) decides the agent is out of budget.
-    let out = crate::support::kubectl()
-        .args([
-            "-n",
-            &ns.name,
-            "patch",
-            "agent",
-            "managed",
-            "--subresource=status",
-            "--type=merge",
-        ])
-        .args([
-            "-p",
-            r#"{"status":{"shutdown":{"type":"Economic","reason":"monthly budget spent"}}}"#,
-        ])
-        .output()
-        .expect("run kubectl");
-    assert!(
-        out.status.success(),
-        "kubectl patch: {}",
-        String::from_utf8_lossy(&out.stderr)
+    kubectl_patch_status(
+        &ns,
+        "managed",
+        r#"{"status":{"shutdown":{"type":"Economic","reason":"monthly budget spent"}}}"#,
     );
     ns.wait_status("managed", "Shutdown", |s| s.phase == Some(Phase::Shutdown))
         .await;
