@@ -48,6 +48,12 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, E
             "decided"
         );
     }
+    if (plan.create_pod.is_some() || plan.delete_pod.is_some()) && !is_current(&agent, &ctx).await?
+    {
+        // The decision was made on a cached Agent older than the server's: an action taken on
+        // it could repeat one already done (a second manual restart, say). Decide again.
+        return Ok(Action::requeue(Duration::from_millis(100)));
+    }
     if plan.delete_pod.is_some() && plan.create_pod.is_none() {
         // A kill (hung, never started, suspended) is recorded before it happens: once the pod is
         // gone, nothing else would tell it from a pod lost with its node.
@@ -66,6 +72,22 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, E
     ctx.metrics.observe(before, &plan, now);
     publish_events(&agent, &plan, &ctx).await;
     Ok(requeue(&plan, now))
+}
+
+/// Whether the cached Agent is the server's latest: checked (one read) before a pod is
+/// created or deleted, the only actions a status precondition cannot undo.
+async fn is_current(agent: &Agent, ctx: &Context) -> Result<bool, Error> {
+    let api: Api<Agent> =
+        Api::namespaced(ctx.client.clone(), &agent.namespace().unwrap_or_default());
+    let name = agent.name_any();
+    match api.get_metadata(&name).await {
+        Ok(latest) => Ok(latest.metadata.resource_version == agent.metadata.resource_version),
+        Err(e) if is_not_found(&e) => Ok(false),
+        Err(source) => Err(Error::Read {
+            what: format!("Agent {name}"),
+            source,
+        }),
+    }
 }
 
 /// Runs `f` when dropped: times a reconcile however it ends.
