@@ -29,14 +29,19 @@ build() {
   log="$(dirname "$out")/build.log"
   local want
   want="$(cat "$mod/go.mod" "$mod/go.sum" <(echo "$ldflags $*" ) | sha256sum | cut -d' ' -f1)"
-  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+  local spec present=1
+  for spec in "$@"; do
+    [[ "$spec" == *=* ]] && spec=${spec#*=} || spec=${spec##*/}
+    [[ -x "$out/$spec" ]] || present=0
+  done
+  if [[ $present == 1 && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
     log "$name $version: cached in $(dirname "$out")"
     return 0
   fi
   mkdir -p "$out"
   rm -f "$stamp"
   log "$name $version: building (cold builds take minutes; log: $log)"
-  local start=$SECONDS spec pkg bin
+  local start=$SECONDS pkg bin
   : >"$log"
   for spec in "$@"; do
     pkg=${spec%%=*}
