@@ -30,10 +30,6 @@ PKI="$DIR/pki"
 ORIG_PATH=$PATH
 export PATH="$TOOLS_PATH:$PATH"
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
 # The pid files of the processes this cluster started, in start order.
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 

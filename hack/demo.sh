@@ -30,7 +30,7 @@ if [[ -f "$dir/operator.pid" ]]; then
   stop_ours "$(cat "$dir/operator.pid")" agent-supervisor # the operator of an earlier KEEP=1 demo
   rm -f "$dir/operator.pid"
 fi
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
 log "starting the operator (watching namespace $ns; log: $dir/logs/operator.log)"
 target/debug/agent-supervisor --namespaces="$ns" --leader-elect=false --metrics-addr="127.0.0.1:$port" \
   >"$dir/logs/operator.log" 2>&1 &

@@ -21,6 +21,11 @@ HELM_BIN="$(tool_dir helm "$HELM_VERSION")/bin"
 KWOK_STAGES="$(tool_dir kwok "$KWOK_VERSION")/stages"
 TOOLS_PATH="$KUBERNETES_BIN:$ETCD_BIN:$KWOK_BIN:$HELM_BIN"
 
+# A loopback port free right now.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
 log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 

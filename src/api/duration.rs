@@ -33,10 +33,6 @@ impl Duration {
     pub fn as_millis(self) -> u64 {
         u64::try_from(self.0.as_millis()).unwrap_or(u64::MAX)
     }
-
-    pub fn is_zero(self) -> bool {
-        self.0.is_zero()
-    }
 }
 
 impl From<std::time::Duration> for Duration {

@@ -11,7 +11,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
-use super::{FIELD_MANAGER, api, uses_policy};
+use super::{FIELD_MANAGER, api, cached, uses_policy};
 use crate::api::{Agent, RestartPolicy, RestartPolicyStatus};
 use crate::supervise::conditions::{self, ACCEPTED, Desired};
 
@@ -28,28 +28,20 @@ pub async fn run(
     let policies = api::<RestartPolicy>(&client, &scope);
     let controller = Controller::new(policies, watcher::Config::default());
     let policy_store = controller.store();
-    let agents_api = api::<Agent>(&client, &scope);
-    // The agent store is filled by the `watches` below; it counts the users of each policy.
-    let (agents, writer) = kube::runtime::reflector::store();
-    let agent_stream =
-        kube::runtime::reflector(writer, watcher(agents_api, watcher::Config::default()));
+    // The agent cache is filled by the `watches` below; it counts the users of each policy.
+    let (agents, agent_stream) = cached(api::<Agent>(&client, &scope), watcher::Config::default());
     let context = Arc::new(Context { client, agents });
     controller
-        .watches_stream(
-            kube::runtime::WatchStreamExt::touched_objects(
-                kube::runtime::WatchStreamExt::default_backoff(agent_stream),
-            ),
-            move |agent: Agent| {
-                // Any change of an Agent may change the count of any policy in its namespace.
-                let namespace = agent.namespace();
-                policy_store
-                    .state()
-                    .iter()
-                    .filter(|p| p.namespace() == namespace)
-                    .map(|p| ObjectRef::from(p.as_ref()))
-                    .collect::<Vec<_>>()
-            },
-        )
+        .watches_stream(agent_stream, move |agent: Agent| {
+            // Any change of an Agent may change the count of any policy in its namespace.
+            let namespace = agent.namespace();
+            policy_store
+                .state()
+                .iter()
+                .filter(|p| p.namespace() == namespace)
+                .map(|p| ObjectRef::from(p.as_ref()))
+                .collect::<Vec<_>>()
+        })
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, context)
         .for_each(|_| async {})

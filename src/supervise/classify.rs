@@ -170,7 +170,7 @@ fn ended(pod: &PodFacts) -> Option<Ending> {
         ending.started_at = pod.started_at();
         return Some(ending);
     }
-    if !matches!(pod.phase, PodPhase::Succeeded | PodPhase::Failed) {
+    if !pod.is_finished() {
         return None;
     }
     let terminated: Vec<(&str, &Termination)> = pod
@@ -240,16 +240,7 @@ fn disruption(pod: &PodFacts) -> Option<FailureReason> {
     };
     by_condition
         .or(by_reason)
-        .or_else(|| (pod.deleting && pod.is_live_phase()).then_some(FailureReason::NodeLost))
-}
-
-impl PodFacts {
-    fn is_live_phase(&self) -> bool {
-        matches!(
-            self.phase,
-            PodPhase::Pending | PodPhase::Running | PodPhase::Unknown
-        )
-    }
+        .or_else(|| (pod.deleting && !pod.is_finished()).then_some(FailureReason::NodeLost))
 }
 
 /// Reads a shutdown request from a termination message; anything else is not one.

@@ -145,7 +145,12 @@ impl PodFacts {
 
     /// Not finished and not being deleted: the pod the "one live pod" invariant is about.
     pub fn is_live(&self) -> bool {
-        !self.deleting && !matches!(self.phase, PodPhase::Succeeded | PodPhase::Failed)
+        !self.deleting && !self.is_finished()
+    }
+
+    /// Succeeded or Failed: the kubelet reported the end.
+    pub fn is_finished(&self) -> bool {
+        matches!(self.phase, PodPhase::Succeeded | PodPhase::Failed)
     }
 
     /// Reads the facts from a pod. Missing fields read as "not known yet".

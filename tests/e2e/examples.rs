@@ -270,17 +270,14 @@ async fn the_memory_agent_keeps_its_claim() {
         claim.metadata.owner_references.unwrap()[0].name,
         "archivist"
     );
-    let spec = pod.spec.unwrap();
-    let volume = spec
-        .volumes
-        .unwrap()
-        .into_iter()
-        .find(|v| v.name == "memory")
-        .unwrap();
-    assert_eq!(
-        volume.persistent_volume_claim.unwrap().claim_name,
-        "archivist-memory"
-    );
+    // Every attempt mounts the claim as the volume `memory`.
+    let claim_of = |pod: k8s_openapi::api::core::v1::Pod| {
+        let volumes = pod.spec.unwrap().volumes.unwrap();
+        let volume = volumes.into_iter().find(|v| v.name == "memory").unwrap();
+        volume.persistent_volume_claim.unwrap().claim_name
+    };
+    let spec = pod.spec.clone().unwrap();
+    assert_eq!(claim_of(pod), "archivist-memory");
     let mount = &spec.containers[0].volume_mounts.as_ref().unwrap()[0];
     assert_eq!(
         (mount.name.as_str(), mount.mount_path.as_str()),
@@ -297,17 +294,6 @@ async fn the_memory_agent_keeps_its_claim() {
         Some(pod)
     })
     .await;
-    let volume = pod
-        .spec
-        .unwrap()
-        .volumes
-        .unwrap()
-        .into_iter()
-        .find(|v| v.name == "memory")
-        .unwrap();
-    assert_eq!(
-        volume.persistent_volume_claim.unwrap().claim_name,
-        "archivist-memory"
-    );
+    assert_eq!(claim_of(pod), "archivist-memory");
     let _ = volumes.delete(&name, &DeleteParams::default()).await;
 }
