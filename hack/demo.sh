@@ -23,7 +23,12 @@ log "building the operator"
 cargo build --quiet --locked --bin agent-supervisor
 log "installing the CRDs"
 kubectl apply --server-side --field-manager=agent-supervisor-demo -f crds/ >/dev/null
-kubectl wait --for=condition=Established crd/agents.supervisor.dev crd/restartpolicies.supervisor.dev >/dev/null
+for crd in agents.supervisor.dev restartpolicies.supervisor.dev; do
+  # (kubectl wait fails outright while a new CRD has no conditions yet: poll instead.)
+  until [[ "$(kubectl get crd "$crd" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}')" == True ]]; do
+    sleep 0.2
+  done
+done
 kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 
 if [[ -f "$dir/operator.pid" ]]; then

@@ -158,10 +158,19 @@ pub fn crd_files() -> Vec<(String, String)> {
 }
 
 /// Doc comments wrap at 100 columns; `kubectl explain` wraps by itself. Join wrapped lines, and
-/// keep paragraph breaks.
+/// keep paragraph breaks. Also drops formats the API server does not know.
 fn reflow_descriptions(value: &mut serde_json::Value) {
     match value {
         serde_json::Value::Object(map) => {
+            // schemars says `uint32` for unsigned fields (their `minimum: 0` already says it);
+            // the API server knows no such format and warns on every apply.
+            if map
+                .get("format")
+                .and_then(|f| f.as_str())
+                .is_some_and(|f| f.starts_with("uint"))
+            {
+                map.remove("format");
+            }
             if let Some(serde_json::Value::String(text)) = map.get_mut("description") {
                 *text = text
                     .split("\n\n")
