@@ -229,6 +229,8 @@ fn running_pod(started_secs_ago: i64) -> PodFacts {
             running("agent", started_secs_ago),
             running("log-shipper", started_secs_ago),
         ],
+        agent_container: None,
+        origin: Default::default(),
     }
 }
 
@@ -586,13 +588,13 @@ fn api_pod() -> Pod {
 
 fn from_pod(c: &mut Criterion) {
     let pod = api_pod();
-    let facts = PodFacts::from_pod(&pod);
+    let facts = PodFacts::from_pod(&pod, None);
     assert_eq!(facts.attempt, ATTEMPT);
     assert_eq!(facts.phase, PodPhase::Running);
     assert!(facts.ready);
     assert_eq!(facts.containers.len(), 2);
     c.bench_function("from_pod", |b| {
-        b.iter(|| black_box(PodFacts::from_pod(black_box(&pod))))
+        b.iter(|| black_box(PodFacts::from_pod(black_box(&pod), None)))
     });
 }
 

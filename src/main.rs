@@ -70,6 +70,8 @@ async fn main() -> anyhow::Result<()> {
         namespaces: args.namespaces.clone(),
         concurrency: args.concurrency,
         metrics,
+        health: health.clone(),
+        faults: controller::WatchFaults::default(),
     };
     if args.leader_elect {
         let namespace = args

@@ -3,7 +3,8 @@
 
 use agent_supervisor::api::{FailureReason, Heartbeat, ShutdownType};
 use agent_supervisor::supervise::classify::{
-    Ending, Liveness, MESSAGE_LIMIT, ShutdownRequest, Verdict, classify, shutdown_request, truncate,
+    Ending, Liveness, MESSAGE_LIMIT, REASON_LIMIT, ShutdownRequest, Verdict, classify,
+    shutdown_request, truncate,
 };
 use agent_supervisor::supervise::observe::{ContainerFacts, ContainerPhase, PodPhase, Termination};
 use agent_supervisor::supervise::{LeaseFacts, PodFacts};
@@ -40,6 +41,8 @@ fn base_pod(phase: PodPhase) -> PodFacts {
         unschedulable: None,
         ready: false,
         containers: Vec::new(),
+        agent_container: None,
+        origin: Default::default(),
     }
 }
 
@@ -240,8 +243,9 @@ fn the_termination_message_is_the_failure_message() {
 }
 
 #[test]
-fn the_failed_container_explains_the_failure_not_the_one_that_exited_cleanly() {
+fn the_agent_container_named_in_the_spec_explains_the_failure() {
     let pod = PodFacts {
+        agent_container: Some("agent".to_string()),
         containers: vec![
             container(
                 "sidecar",
@@ -258,6 +262,62 @@ fn the_failed_container_explains_the_failure_not_the_one_that_exited_cleanly() {
     assert_eq!(ending.reason, FailureReason::Signal);
     assert_eq!(ending.signal, Some(15));
     assert_eq!(ending.container.as_deref(), Some("agent"));
+    // Unnamed, the first container is the agent: its clean exit is what the attempt did.
+    let first = PodFacts {
+        agent_container: None,
+        ..pod
+    };
+    let (ending, _) = classify_ended(&first);
+    assert_eq!(ending.reason, FailureReason::Completed);
+    assert_eq!(ending.container.as_deref(), Some("sidecar"));
+}
+
+#[test]
+fn the_attempt_ends_when_the_agent_container_ends_though_sidecars_run_on() {
+    let agent_exited = ContainerPhase::Terminated(termination(1, Some("Error"), Some("boom")));
+    let sidecar = ContainerPhase::Running {
+        started_at: Some(t(10)),
+    };
+    for (containers, agent_container) in [
+        (
+            vec![
+                container("agent", agent_exited.clone()),
+                container("mesh-proxy", sidecar.clone()),
+            ],
+            None,
+        ),
+        (
+            vec![
+                container("mesh-proxy", sidecar.clone()),
+                container("agent", agent_exited.clone()),
+            ],
+            Some("agent".to_string()),
+        ),
+    ] {
+        let pod = PodFacts {
+            containers,
+            agent_container,
+            ..base_pod(PodPhase::Running)
+        };
+        let (ending, kill) = classify_ended(&pod);
+        assert_eq!(ending.reason, FailureReason::Error);
+        assert_eq!(ending.exit_code, Some(1));
+        assert_eq!(ending.message.as_deref(), Some("boom"));
+        assert_eq!(ending.container.as_deref(), Some("agent"));
+        assert!(kill, "the pod still runs its sidecar: it is deleted");
+    }
+    // A sidecar that ends while the agent runs ends nothing.
+    let pod = PodFacts {
+        containers: vec![
+            container("agent", sidecar.clone()),
+            container("mesh-proxy", agent_exited.clone()),
+        ],
+        ..base_pod(PodPhase::Running)
+    };
+    assert!(matches!(
+        classify(&pod, STARTUP, no_heartbeat(), t(120)),
+        Verdict::Running { .. }
+    ));
 }
 
 #[test]
@@ -768,7 +828,11 @@ fn the_4_kib_bound_is_inclusive_and_long_fields_are_cut_to_1_kib() {
     assert_eq!(exactly.len(), 4096);
     let request = shutdown_request(&exactly).expect("a 4 KiB message is read");
     assert_eq!(request.kind, ShutdownType::Economic);
-    assert_eq!(request.reason, Some("r".repeat(MESSAGE_LIMIT)));
+    assert_eq!(
+        request.reason,
+        Some("r".repeat(REASON_LIMIT)),
+        "a reason is cut to 256 bytes (the schema's bound)"
+    );
 
     let over = format!("{prefix}{}{suffix}", "r".repeat(fill + 1));
     assert_eq!(shutdown_request(&over), None);
@@ -927,7 +991,7 @@ fn from_pod_reads_an_oom_killed_pod() {
             ]
         }
     }));
-    let facts = PodFacts::from_pod(&pod);
+    let facts = PodFacts::from_pod(&pod, None);
     assert_eq!(facts.name, "researcher-3");
     assert_eq!(facts.attempt, 3);
     assert_eq!(facts.template_hash.as_deref(), Some("h1"));
@@ -979,7 +1043,7 @@ fn from_pod_reads_an_economic_shutdown() {
             }]
         }
     }));
-    let facts = PodFacts::from_pod(&pod);
+    let facts = PodFacts::from_pod(&pod, None);
     assert_eq!(facts.phase, PodPhase::Succeeded);
     // The sidecar has no status yet: it is waiting, for no known reason.
     assert_eq!(
@@ -1018,7 +1082,7 @@ fn from_pod_reads_an_image_pull_back_off_and_an_unschedulable_pod() {
             }]
         }
     }));
-    let facts = PodFacts::from_pod(&pulling);
+    let facts = PodFacts::from_pod(&pulling, None);
     assert_eq!(facts.phase, PodPhase::Pending);
     assert!(facts.is_live());
     assert_eq!(facts.started_at(), None);
@@ -1044,7 +1108,7 @@ fn from_pod_reads_an_image_pull_back_off_and_an_unschedulable_pod() {
             }]
         }
     }));
-    let facts = PodFacts::from_pod(&unschedulable);
+    let facts = PodFacts::from_pod(&unschedulable, None);
     assert_eq!(facts.unschedulable.as_deref(), Some("Unschedulable"));
     let (ending, _) = ended(classify(&facts, STARTUP, no_heartbeat(), t(601)));
     assert_eq!(
@@ -1073,7 +1137,7 @@ fn from_pod_reads_disruptions_and_deletions() {
             }]
         }
     }));
-    let facts = PodFacts::from_pod(&evicted);
+    let facts = PodFacts::from_pod(&evicted, None);
     assert_eq!(facts.disruption.as_deref(), Some("EvictionByEvictionAPI"));
     assert!(facts.ready);
     assert_eq!(facts.started_at(), Some(t(7)));
@@ -1089,7 +1153,7 @@ fn from_pod_reads_disruptions_and_deletions() {
         .and_then(|s| s.conditions.as_mut())
         .unwrap();
     conditions[1].status = "False".to_string();
-    let facts = PodFacts::from_pod(&cleared);
+    let facts = PodFacts::from_pod(&cleared, None);
     assert_eq!(facts.disruption, None);
     assert!(matches!(
         classify(&facts, STARTUP, no_heartbeat(), t(100)),
@@ -1106,7 +1170,7 @@ fn from_pod_reads_disruptions_and_deletions() {
             }]
         }
     }));
-    let (ending, _) = classify_ended(&PodFacts::from_pod(&preempted));
+    let (ending, _) = classify_ended(&PodFacts::from_pod(&preempted, None));
     assert_eq!(ending.reason, FailureReason::Preempted);
 
     let deleted = pod_from(json!({
@@ -1120,7 +1184,7 @@ fn from_pod_reads_disruptions_and_deletions() {
             }]
         }
     }));
-    let facts = PodFacts::from_pod(&deleted);
+    let facts = PodFacts::from_pod(&deleted, None);
     assert!(facts.deleting);
     assert!(!facts.is_live());
     let (ending, _) = classify_ended(&facts);
@@ -1129,7 +1193,7 @@ fn from_pod_reads_disruptions_and_deletions() {
 
 #[test]
 fn from_pod_reads_an_empty_pod_as_not_known_yet() {
-    let facts = PodFacts::from_pod(&Pod::default());
+    let facts = PodFacts::from_pod(&Pod::default(), None);
     assert_eq!(facts.name, "");
     assert_eq!(facts.attempt, 0);
     assert_eq!(facts.template_hash, None);
@@ -1141,7 +1205,7 @@ fn from_pod_reads_an_empty_pod_as_not_known_yet() {
         "metadata": { "name": "x", "labels": { "supervisor.dev/attempt": "three" } },
         "status": { "phase": "Evaporated" }
     }));
-    let facts = PodFacts::from_pod(&odd);
+    let facts = PodFacts::from_pod(&odd, None);
     assert_eq!(
         facts.attempt, 0,
         "an unreadable attempt label is no attempt"

@@ -12,7 +12,8 @@ use agent_supervisor::supervise::backoff;
 use agent_supervisor::supervise::conditions::{self, CIRCUIT_BREAKER_OPEN, POLICY_RESOLVED, READY};
 use agent_supervisor::supervise::observe::{ContainerFacts, ContainerPhase, PodPhase, Termination};
 use agent_supervisor::supervise::{
-    AgentFacts, EventReason, Input, LeaseFacts, NewPod, PodFacts, PolicyResolution, decide,
+    AgentFacts, EventReason, Input, LeaseFacts, NewPod, PodFacts, PodOrigin, PolicyResolution,
+    decide,
 };
 use jiff::{SignedDuration, Timestamp};
 
@@ -202,6 +203,28 @@ impl Sim {
         self.at(crash_at).step()
     }
 
+    /// A restart due at once: the first decision records it (and kills a live pod), the next,
+    /// at the same instant, creates its pod. Returns both plans.
+    fn restart_at_once(
+        &mut self,
+    ) -> (
+        agent_supervisor::supervise::Plan,
+        agent_supervisor::supervise::Plan,
+    ) {
+        let now = self.input.now;
+        let recorded = self.step();
+        assert_eq!(recorded.create_pod, None, "recorded first: {recorded:?}");
+        let s = &recorded.status;
+        assert_eq!(s.phase, Some(Phase::BackingOff));
+        assert_eq!(s.next_restart_at, Some(Time(now)));
+        assert_eq!(s.restart_history[0].restarted_at, None, "pending");
+        assert_eq!(recorded.requeue_at, Some(now), "decided again at once");
+        let created = self.step();
+        assert!(created.create_pod.is_some(), "then created: {created:?}");
+        assert_eq!(created.delete_pod, None, "the old pod is already going");
+        (recorded, created)
+    }
+
     /// Decides at the scheduled restart time.
     fn restart_when_due(&mut self) -> agent_supervisor::supervise::Plan {
         let due = self
@@ -252,6 +275,8 @@ fn new_pod(new: &NewPod, template_hash: &str, now: Timestamp) -> PodFacts {
                 message: None,
             },
         }],
+        agent_container: None,
+        origin: new.origin.clone(),
     }
 }
 
@@ -268,6 +293,7 @@ fn first_start_creates_attempt_one() {
             attempt: 1,
             restart_count: 0,
             last_failure_reason: None,
+            origin: PodOrigin::default(),
         })
     );
     assert_eq!(plan.delete_pod, None);
@@ -418,6 +444,10 @@ fn a_crash_schedules_a_jittered_exponential_restart() {
             attempt: 2,
             restart_count: 1,
             last_failure_reason: Some(FailureReason::Error),
+            origin: PodOrigin {
+                trigger: Some(Trigger::Failure),
+                ..PodOrigin::default()
+            },
         })
     );
     let s = &plan.status;
@@ -456,7 +486,7 @@ fn consecutive_failures_grow_the_delay_exponentially_to_the_cap() {
 fn a_restarted_pod_that_vanished_is_replaced_at_once_as_a_disruption() {
     let mut sim = Sim::running(named(fast()));
     sim.input.pod = None;
-    let plan = sim.at(50).step();
+    let (_, plan) = sim.at(50).restart_at_once();
     let s = &plan.status;
     assert_eq!(
         plan.create_pod.as_ref().map(|p| p.name.as_str()),
@@ -555,7 +585,7 @@ fn an_ignore_rule_restarts_at_once_without_counting() {
         if let ContainerPhase::Terminated(term) = &mut sim.pod().containers[0].state {
             term.reason = Some("OOMKilled".to_string());
         }
-        let plan = sim.at(now).step();
+        let (_, plan) = sim.at(now).restart_at_once();
         let s = &plan.status;
         assert_eq!(
             plan.create_pod.as_ref().map(|p| p.attempt),
@@ -643,7 +673,7 @@ fn by_default_an_eviction_restarts_at_once_and_counts_toward_nothing() {
     let recent_restarts = sim.status().recent_restarts.clone();
     assert_eq!(sim.status().consecutive_failures, 1);
     sim.runs(45).evicted();
-    let plan = sim.at(100).step();
+    let (_, plan) = sim.at(100).restart_at_once();
     let s = &plan.status;
     assert_eq!(
         plan.create_pod,
@@ -652,6 +682,10 @@ fn by_default_an_eviction_restarts_at_once_and_counts_toward_nothing() {
             attempt: 3,
             restart_count: 2,
             last_failure_reason: Some(FailureReason::Evicted),
+            origin: PodOrigin {
+                trigger: Some(Trigger::Disruption),
+                ..PodOrigin::default()
+            },
         })
     );
     assert_eq!(s.consecutive_failures, 1, "unchanged");
@@ -1234,20 +1268,29 @@ fn a_restart_request_restarts_once_per_value_without_counting() {
         let attempt = sim.status().attempt;
         let restarts = sim.status().restart_count;
         sim.input.agent.restart_requested = Some(value.to_string());
-        let plan = sim.at(now).step();
+        let (killed, plan) = sim.at(now).restart_at_once();
         let pod = format!("researcher-{attempt}");
-        assert_eq!(plan.delete_pod.as_deref(), Some(pod.as_str()), "{value}");
+        assert_eq!(killed.delete_pod.as_deref(), Some(pod.as_str()), "{value}");
+        let validated = killed
+            .validate_pod
+            .as_ref()
+            .expect("the replacement is validated");
+        assert_eq!(validated.attempt, attempt + 1);
+        assert_eq!(validated.origin.trigger, Some(Trigger::Manual));
+        assert_eq!(validated.origin.handled_restart.as_deref(), Some(value));
+        assert_eq!(reasons(&killed), [EventReason::ManualRestart]);
         assert_eq!(
-            plan.create_pod.as_ref().map(|p| p.attempt),
-            Some(attempt + 1)
+            killed.status.handled_restart_request.as_deref(),
+            Some(value),
+            "the request is recorded with the kill"
         );
+        let created = plan.create_pod.as_ref().expect("created");
+        assert_eq!(created.attempt, attempt + 1);
+        assert_eq!(created.origin.trigger, Some(Trigger::Manual));
+        assert_eq!(created.origin.handled_restart.as_deref(), Some(value));
         assert_eq!(
             reasons(&plan),
-            [
-                EventReason::ManualRestart,
-                EventReason::PodCreated,
-                EventReason::Restarted
-            ]
+            [EventReason::PodCreated, EventReason::Restarted]
         );
         let s = &plan.status;
         assert_eq!(s.handled_restart_request.as_deref(), Some(value));
@@ -1280,7 +1323,7 @@ fn a_restart_request_restarts_once_per_value_without_counting() {
     let mut sim = Sim::running(limited(1, 3600));
     for i in 0..3 {
         sim.input.agent.restart_requested = Some(format!("r{i}"));
-        sim.at(20 + i).step();
+        sim.at(20 + i).restart_at_once();
     }
     sim.runs(30);
     let plan = sim.crash(30, 40);
@@ -1373,10 +1416,15 @@ fn a_template_change_rolls_the_pod_out_without_counting() {
 
     sim.input.agent.generation = 2;
     sim.input.agent.template_hash = "h2".to_string();
-    let plan = sim.at(100).step();
-    assert_eq!(plan.delete_pod.as_deref(), Some("researcher-2"));
+    let (killed, plan) = sim.at(100).restart_at_once();
+    assert_eq!(killed.delete_pod.as_deref(), Some("researcher-2"));
+    assert_eq!(
+        killed.validate_pod.as_ref().map(|p| p.attempt),
+        Some(3),
+        "the new template is validated before the old pod goes"
+    );
+    assert_eq!(reasons(&killed), [EventReason::RolledOut]);
     assert_eq!(plan.create_pod.as_ref().map(|p| p.attempt), Some(3));
-    assert_eq!(reasons(&plan)[0], EventReason::RolledOut);
     let s = &plan.status;
     assert_eq!(s.restart_history[0].trigger, Trigger::Rollout);
     assert_eq!(s.consecutive_failures, before.consecutive_failures);
@@ -1432,6 +1480,7 @@ fn a_missing_policy_starts_nothing_and_says_so_once() {
             attempt: 1,
             restart_count: 0,
             last_failure_reason: None,
+            origin: PodOrigin::default(),
         })
     );
     assert_eq!(plan.status.last_failure, None);
@@ -1644,8 +1693,12 @@ fn a_disrupted_pod_that_is_still_live_is_deleted_as_it_is_replaced() {
     let mut sim = Sim::running(named(fast()));
     // The eviction is approved (DisruptionTarget=True) but the pod has no deletionTimestamp yet.
     sim.pod().disruption = Some("EvictionByEvictionAPI".to_string());
-    let plan = sim.at(50).step();
-    assert_eq!(plan.delete_pod.as_deref(), Some("researcher-1"));
+    let (killed, plan) = sim.at(50).restart_at_once();
+    assert_eq!(killed.delete_pod.as_deref(), Some("researcher-1"));
+    assert_eq!(
+        killed.validate_pod, None,
+        "a disrupted pod goes whatever its replacement"
+    );
     assert_eq!(
         plan.create_pod.as_ref().map(|p| p.name.as_str()),
         Some("researcher-2")

@@ -509,6 +509,8 @@ fn arb_pod() -> BoxedStrategy<(i64, PodFacts)> {
                             state,
                         })
                         .collect(),
+                    agent_container: None,
+                    origin: Default::default(),
                 };
                 (relative, pod)
             },
@@ -828,8 +830,8 @@ proptest! {
     #[test]
     fn history_never_exceeds_the_history_limit(input in arb_input()) {
         let plan = decide(input.clone());
-        let decided = input.status.shutdown.is_none()
-            && !matches!(input.policy, PolicyResolution::Missing(_));
+        // A missing policy holds creates only: the history is kept under the built-in limit.
+        let decided = input.status.shutdown.is_none();
         if decided {
             // Even when the limit was lowered since the history was written.
             let limit = history_limit(&input);
@@ -839,7 +841,7 @@ proptest! {
                 plan.status.restart_history.len()
             );
         } else {
-            // Without a policy to go by (or while shut down), the history is left as it is.
+            // While shut down, the history is left as it is.
             prop_assert_eq!(&plan.status.restart_history, &input.status.restart_history);
         }
     }
@@ -1212,6 +1214,8 @@ impl World {
                         message: None,
                     },
                 }],
+                agent_container: None,
+                origin: Default::default(),
             });
         }
         let live = self.pods.iter().filter(|p| p.is_live()).count();

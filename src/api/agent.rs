@@ -25,6 +25,10 @@ use super::{Condition, FailureClass, FailureReason, Time, conditions_schema};
     namespaced,
     status = "AgentStatus",
     doc = "A long-running agent, run as a pod and restarted when it crashes, within its RestartPolicy.",
+    // The name becomes a label value on every pod (`supervisor.dev/agent`): at most 63 characters.
+    validation = Rule::new("self.metadata.name.size() <= 63").message(
+        "an Agent's name must be at most 63 characters: it is the value of the supervisor.dev/agent label on its pods"
+    ),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(
         name = "Restarts",
@@ -62,6 +66,12 @@ pub struct AgentSpec {
     /// True: stop the current pod gracefully, start none, phase `Suspended`. False again: resume.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub suspend: bool,
+
+    /// The name of the agent's own container in the template; default: the first container. An
+    /// attempt ends when this container terminates, even if sidecar containers still run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub agent_container: Option<String>,
 
     /// Liveness by heartbeat: the agent renews a Lease named after the Agent, and is restarted
     /// with reason `HeartbeatLost` when it stops.
@@ -312,6 +322,31 @@ pub enum Trigger {
     Disruption,
 }
 
+impl Trigger {
+    pub const ALL: [Trigger; 5] = [
+        Trigger::Failure,
+        Trigger::HeartbeatLost,
+        Trigger::Manual,
+        Trigger::Rollout,
+        Trigger::Disruption,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Failure => "Failure",
+            Trigger::HeartbeatLost => "HeartbeatLost",
+            Trigger::Manual => "Manual",
+            Trigger::Rollout => "Rollout",
+            Trigger::Disruption => "Disruption",
+        }
+    }
+
+    /// The trigger named `s`, as `as_str` writes it.
+    pub fn parse(s: &str) -> Option<Trigger> {
+        Trigger::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+}
+
 /// The circuit breaker's state.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -352,15 +387,20 @@ impl BreakerState {
 pub struct Shutdown {
     #[serde(rename = "type")]
     pub kind: ShutdownType,
-    /// A short reason, such as "budget exhausted".
+    /// A short reason, such as "budget exhausted" (at most 256 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
     pub reason: Option<String>,
+    /// More detail (at most 1024 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at: Option<Time>,
-    /// Who decided: `TerminationMessage`, `Rule`, or whoever else wrote it.
+    /// Who decided: `TerminationMessage`, `Rule`, `Group`, or whoever else wrote it (at most 253
+    /// characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
     pub source: Option<String>,
 }
 

@@ -21,6 +21,15 @@ pub const AGENT_LABEL: &str = "supervisor.dev/agent";
 pub const ATTEMPT_LABEL: &str = "supervisor.dev/attempt";
 /// The annotation on every pod with a hash of the template it was made from.
 pub const TEMPLATE_HASH_ANNOTATION: &str = "supervisor.dev/template-hash";
+/// The annotation on every pod naming what its attempt was started for (a restart trigger, such as
+/// `Manual` or `Rollout`); absent on a first start or a resume. A pod whose status write was lost
+/// tells the next decision what it was made for.
+pub const TRIGGER_ANNOTATION: &str = "supervisor.dev/trigger";
+/// The annotation on every pod with the `restart-requested-at` value handled when it was created,
+/// so a restart request is never acted on twice, even if the status write that remembers it is lost.
+pub const HANDLED_RESTART_ANNOTATION: &str = "supervisor.dev/handled-restart-request";
+/// Likewise for `reset-requested-at`.
+pub const HANDLED_RESET_ANNOTATION: &str = "supervisor.dev/handled-reset-request";
 /// `kubectl annotate agent X supervisor.dev/restart-requested-at=<new value>`: restart once now.
 pub const RESTART_REQUESTED_ANNOTATION: &str = "supervisor.dev/restart-requested-at";
 /// `kubectl annotate agent X supervisor.dev/reset-requested-at=<new value>`: close the breaker,

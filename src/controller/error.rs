@@ -1,19 +1,40 @@
-//! What can go wrong while reconciling, sorted into "retry soon" and "wait".
+//! What can go wrong while reconciling, one type per step, and how soon to try again.
 
 use std::time::Duration;
 
-/// A failed reconcile step.
+/// A failed reconcile: the step that failed, with its cause.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("reading {what}: {source}")]
-    Read {
+    #[error("gathering facts: {0}")]
+    Gather(#[from] GatherError),
+    #[error("acting: {0}")]
+    Act(#[from] ActError),
+    #[error("recording: {0}")]
+    Record(#[from] RecordError),
+}
+
+/// Reading what a decision needs from the API server.
+#[derive(Debug, thiserror::Error)]
+#[error("reading {what}: {source}")]
+pub struct GatherError {
+    pub what: String,
+    #[source]
+    pub source: kube::Error,
+}
+
+/// Carrying out the plan's pod actions.
+#[derive(Debug, thiserror::Error)]
+pub enum ActError {
+    #[error("creating {what}: {source}")]
+    Create {
         what: String,
         #[source]
         source: kube::Error,
     },
-    #[error("creating {what}: {source}")]
-    Create {
-        what: String,
+    /// The dry run of a replacement pod was refused: the running pod is kept.
+    #[error("the API server refuses the replacement pod {pod}: {source}")]
+    Refused {
+        pod: String,
         #[source]
         source: kube::Error,
     },
@@ -23,43 +44,68 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    #[error("reading {what}: {source}")]
+    Read {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("{0} exists but is not controlled by this Agent")]
     NameTaken(String),
-    #[error("writing status: {0}")]
-    Status(#[source] kube::Error),
 }
 
+/// Writing the Agent's status.
+#[derive(Debug, thiserror::Error)]
+#[error("writing status: {0}")]
+pub struct RecordError(#[source] pub kube::Error);
+
 impl Error {
-    /// A short CamelCase name, for metric labels and logs.
+    /// A short CamelCase name, for metric labels, logs and Event reasons.
     pub fn reason(&self) -> &'static str {
         match self {
-            Error::Read { .. } => "ReadFailed",
-            Error::Create { .. } => "CreateFailed",
-            Error::Delete { .. } => "DeleteFailed",
-            Error::NameTaken(_) => "NameTaken",
-            Error::Status(e) if is_conflict(e) => "StatusConflict",
-            Error::Status(_) => "StatusWriteFailed",
+            Error::Gather(_) => "ReadFailed",
+            Error::Act(ActError::Create { .. }) => "CreateFailed",
+            Error::Act(ActError::Refused { .. }) => "PodRefused",
+            Error::Act(ActError::Delete { .. }) => "DeleteFailed",
+            Error::Act(ActError::Read { .. }) => "ReadFailed",
+            Error::Act(ActError::NameTaken(_)) => "NameTaken",
+            Error::Record(RecordError(e)) if is_conflict(e) => "StatusConflict",
+            Error::Record(_) => "StatusWriteFailed",
         }
     }
 
-    /// The API server refused the request itself: retrying the same will not help.
+    /// Someone else wrote first: the decision is made again on what they wrote. Expected, not
+    /// a failure.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Error::Record(RecordError(e)) if is_conflict(e))
+    }
+
+    /// The API server refused the request itself: retrying the same will not help until
+    /// something changes (the Agent, a namespace's policy, a quota).
     pub fn is_permanent(&self) -> bool {
         match self {
-            Error::NameTaken(_) => true,
-            Error::Create { source, .. } => is_invalid(source),
+            Error::Act(ActError::NameTaken(_)) => true,
+            Error::Act(ActError::Create { source, .. } | ActError::Refused { source, .. }) => {
+                is_refusal(source)
+            }
             _ => false,
         }
     }
+}
 
-    /// How soon to try again: at once after a conflict (someone else wrote first and the cache
-    /// will catch up), later when the server refuses the request itself.
-    pub fn retry_after(&self) -> Duration {
-        match self {
-            Error::Status(e) if is_conflict(e) => Duration::from_millis(500),
-            e if e.is_permanent() => Duration::from_secs(60),
-            _ => Duration::from_secs(5),
-        }
+/// Per-object retry delays: exponential from about a second to about five minutes, reset by a
+/// reconcile that succeeds. A refusal waits longest (the Agent's next change retries at once).
+pub fn retry_delay(error: &Error, failures: u32) -> Duration {
+    const FIRST: Duration = Duration::from_secs(1);
+    const MAX: Duration = Duration::from_secs(300);
+    if error.is_conflict() {
+        return Duration::from_millis(200);
     }
+    if error.is_permanent() {
+        return MAX;
+    }
+    let doublings = failures.saturating_sub(1).min(16);
+    FIRST.saturating_mul(1 << doublings).min(MAX)
 }
 
 pub(crate) fn is_conflict(e: &kube::Error) -> bool {
@@ -70,6 +116,63 @@ pub(crate) fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
-fn is_invalid(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 422 || s.code == 403 || s.code == 400)
+/// Invalid (400, 422) or forbidden (403) for good. A 403 for an exceeded quota is not: the
+/// quota frees up when other pods end.
+fn is_refusal(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) if s.code == 403 => !s.message.contains("exceeded quota"),
+        kube::Error::Api(s) => s.code == 400 || s.code == 422,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(code: u16, message: &str) -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status {
+            code,
+            message: message.to_string(),
+            ..kube::core::Status::default()
+        }))
+    }
+
+    fn create(source: kube::Error) -> Error {
+        Error::Act(ActError::Create {
+            what: "pod a-1".into(),
+            source,
+        })
+    }
+
+    #[test]
+    fn retries_back_off_per_object_from_a_second_to_five_minutes() {
+        let transient = create(api(500, "etcd timeout"));
+        let delays: Vec<u64> = [1, 2, 3, 4, 9, 10, 100]
+            .map(|n| retry_delay(&transient, n).as_secs())
+            .into();
+        assert_eq!(delays, [1, 2, 4, 8, 256, 300, 300]);
+    }
+
+    #[test]
+    fn a_quota_refusal_is_retried_and_a_policy_refusal_waits() {
+        let quota = create(api(
+            403,
+            "pods \"a-2\" is forbidden: exceeded quota: pods, requested: pods=1",
+        ));
+        assert!(!quota.is_permanent());
+        assert_eq!(retry_delay(&quota, 1), Duration::from_secs(1));
+        let security = create(api(403, "violates PodSecurity \"restricted:latest\""));
+        assert!(security.is_permanent());
+        assert_eq!(retry_delay(&security, 1), Duration::from_secs(300));
+        assert!(create(api(422, "spec.containers: Required value")).is_permanent());
+    }
+
+    #[test]
+    fn conflicts_are_expected_and_retried_at_once() {
+        let conflict = Error::Record(RecordError(api(409, "the object has been modified")));
+        assert!(conflict.is_conflict());
+        assert_eq!(conflict.reason(), "StatusConflict");
+        assert!(retry_delay(&conflict, 7) < Duration::from_secs(1));
+    }
 }

@@ -1,28 +1,55 @@
 //! Gather: everything the decision needs, read from the caches (and, where a cache may lag
-//! behind the operator's own writes, from the API server).
+//! behind the operator's own writes, from the API server). Before a pod is deleted, the facts the
+//! deletion rests on are read again from the server: a cache that lags must never kill a pod.
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
 use super::Context;
-use super::error::{Error, is_not_found};
+use super::error::GatherError;
 use super::manifests::{controlled_by, template_hash};
 use crate::api::{Agent, RESET_REQUESTED_ANNOTATION, RESTART_REQUESTED_ANNOTATION, RestartPolicy};
 use crate::supervise::{AgentFacts, Input, LeaseFacts, PodFacts, PolicyResolution, pod_name};
 
+/// Where facts come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The caches (and the server for a current pod the cache has not seen).
+    Cache,
+    /// The API server: the pod and the heartbeat Lease read anew.
+    Server,
+}
+
 /// Builds the decision's input for `agent` at `now`.
-pub async fn gather(agent: &Agent, ctx: &Context, now: jiff::Timestamp) -> Result<Input, Error> {
+pub async fn gather(
+    agent: &Agent,
+    ctx: &Context,
+    now: jiff::Timestamp,
+    source: Source,
+) -> Result<Input, GatherError> {
     let namespace = agent.namespace().unwrap_or_default();
     let name = agent.name_any();
     let status = agent.status.clone().unwrap_or_default();
     let annotation = |key: &str| agent.annotations().get(key).cloned();
 
-    let pod = current_pod(agent, ctx, status.attempt).await?;
-    let lease = match agent.spec.heartbeat {
-        Some(_) => ctx.leases.get(&ObjectRef::new(&name).within(&namespace)),
-        None => None,
+    let pod = current_pod(agent, ctx, status.attempt, source).await?;
+    let lease = match (&agent.spec.heartbeat, source) {
+        (None, _) => None,
+        (Some(_), Source::Cache) => ctx
+            .leases
+            .get(&ObjectRef::new(&name).within(&namespace))
+            .map(|l| (*l).clone()),
+        (Some(_), Source::Server) => {
+            read(
+                &Api::<Lease>::namespaced(ctx.client.clone(), &namespace),
+                &name,
+            )
+            .await?
+        }
     };
+    let agent_container = agent.spec.agent_container.as_deref();
     Ok(Input {
         now,
         agent: AgentFacts {
@@ -37,25 +64,45 @@ pub async fn gather(agent: &Agent, ctx: &Context, now: jiff::Timestamp) -> Resul
         },
         status,
         policy: resolve_policy(agent, ctx),
-        pod: pod.as_ref().map(PodFacts::from_pod),
-        lease: lease.as_deref().map(LeaseFacts::from_lease),
+        pod: pod.as_ref().map(|p| PodFacts::from_pod(p, agent_container)),
+        lease: lease.as_ref().map(LeaseFacts::from_lease),
     })
 }
 
-/// The RestartPolicy that governs `agent`, from the cache.
+/// The object `name`, if it exists.
+async fn read<K>(api: &Api<K>, name: &str) -> Result<Option<K>, GatherError>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.get_opt(name).await.map_err(|source| GatherError {
+        what: format!("{} {name}", K::kind(&())),
+        source,
+    })
+}
+
+/// The Agent as the API server has it now; `None` once it is gone.
+pub async fn latest(agent: &Agent, ctx: &Context) -> Result<Option<Agent>, GatherError> {
+    let api: Api<Agent> =
+        Api::namespaced(ctx.client.clone(), &agent.namespace().unwrap_or_default());
+    read(&api, &agent.name_any()).await
+}
+
+/// The RestartPolicy that governs `agent`, from the cache. A policy that cannot be decoded
+/// counts as missing (it is reported on the policy itself).
 pub fn resolve_policy(agent: &Agent, ctx: &Context) -> PolicyResolution {
     let namespace = agent.namespace().unwrap_or_default();
     let get = |name: &str| {
         ctx.policies
-            .get(&ObjectRef::<RestartPolicy>::new(name).within(&namespace))
+            .get(&ObjectRef::new(name).within(&namespace))
+            .and_then(|p| p.0.as_ref().ok().map(|p: &RestartPolicy| p.spec.clone()))
     };
     match &agent.spec.restart_policy_ref {
         Some(reference) => match get(&reference.name) {
-            Some(policy) => PolicyResolution::Named(reference.name.clone(), policy.spec.clone()),
+            Some(spec) => PolicyResolution::Named(reference.name.clone(), spec),
             None => PolicyResolution::Missing(reference.name.clone()),
         },
         None => match get("default") {
-            Some(policy) => PolicyResolution::NamespaceDefault(policy.spec.clone()),
+            Some(spec) => PolicyResolution::NamespaceDefault(spec),
             None => PolicyResolution::BuiltIn,
         },
     }
@@ -65,33 +112,34 @@ pub fn resolve_policy(agent: &Agent, ctx: &Context) -> PolicyResolution {
 /// write was lost after it was created), else the current one's. A current pod missing from the
 /// cache is looked up on the server before it is believed gone: the cache may not have seen a
 /// pod the operator just created.
-async fn current_pod(agent: &Agent, ctx: &Context, attempt: u32) -> Result<Option<Pod>, Error> {
+async fn current_pod(
+    agent: &Agent,
+    ctx: &Context,
+    attempt: u32,
+    source: Source,
+) -> Result<Option<Pod>, GatherError> {
     let namespace = agent.namespace().unwrap_or_default();
     let name = agent.name_any();
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let ours = |p: Option<Pod>| p.filter(|p| controlled_by(p.owner_references(), agent));
     let cached = |attempt: u32| {
-        ctx.pods
-            .get(&ObjectRef::new(&pod_name(&name, attempt)).within(&namespace))
-            .filter(|p| controlled_by(p.owner_references(), agent))
-            .map(|p| (*p).clone())
+        ours(
+            ctx.pods
+                .get(&ObjectRef::new(&pod_name(&name, attempt)).within(&namespace))
+                .map(|p| (*p).clone()),
+        )
     };
-    if let Some(next) = cached(attempt.saturating_add(1)) {
-        return Ok(Some(next));
+    let next = match source {
+        Source::Cache => cached(attempt.saturating_add(1)),
+        Source::Server => ours(read(&pods, &pod_name(&name, attempt.saturating_add(1))).await?),
+    };
+    if next.is_some() || attempt == 0 {
+        return Ok(next);
     }
-    if attempt == 0 {
-        return Ok(None);
-    }
-    if let Some(current) = cached(attempt) {
+    if source == Source::Cache
+        && let Some(current) = cached(attempt)
+    {
         return Ok(Some(current));
     }
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-    let pod_name = pod_name(&name, attempt);
-    match pods.get(&pod_name).await {
-        Ok(pod) if controlled_by(pod.owner_references(), agent) => Ok(Some(pod)),
-        Ok(_) => Ok(None),
-        Err(e) if is_not_found(&e) => Ok(None),
-        Err(source) => Err(Error::Read {
-            what: format!("pod {pod_name}"),
-            source,
-        }),
-    }
+    Ok(ours(read(&pods, &pod_name(&name, attempt)).await?))
 }

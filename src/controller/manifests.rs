@@ -10,7 +10,10 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
 
-use crate::api::{AGENT_LABEL, ATTEMPT_LABEL, Agent, TEMPLATE_HASH_ANNOTATION};
+use crate::api::{
+    AGENT_LABEL, ATTEMPT_LABEL, Agent, HANDLED_RESET_ANNOTATION, HANDLED_RESTART_ANNOTATION,
+    TEMPLATE_HASH_ANNOTATION, TRIGGER_ANNOTATION,
+};
 use crate::supervise::NewPod;
 
 /// The owner reference that makes the Agent the controller of what it owns.
@@ -66,6 +69,21 @@ pub fn pod(agent: &Agent, new: &NewPod, template_hash: &str) -> Pod {
         TEMPLATE_HASH_ANNOTATION.to_string(),
         template_hash.to_string(),
     );
+    // What the pod was created for: a lost status write is repaired from it.
+    let origin = &new.origin;
+    for (key, value) in [
+        (
+            TRIGGER_ANNOTATION,
+            origin.trigger.map(|t| t.as_str().to_string()),
+        ),
+        (HANDLED_RESTART_ANNOTATION, origin.handled_restart.clone()),
+        (HANDLED_RESET_ANNOTATION, origin.handled_reset.clone()),
+    ] {
+        match value {
+            Some(value) => annotations.insert(key.to_string(), value),
+            None => annotations.remove(key),
+        };
+    }
 
     let mut spec: PodSpec = template.spec.clone().unwrap_or_default();
     spec.restart_policy = Some("Never".to_string());

@@ -2,32 +2,44 @@
 //! gather → classify → decide (the pure core) → act → record.
 
 mod error;
+mod events;
 mod gather;
 pub mod manifests;
 mod policies;
 mod reconcile;
 mod status;
+mod watch;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::channel::mpsc;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::core::DeserializeGuard;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
-use serde::de::DeserializeOwned;
 
 pub use error::Error;
+pub use watch::WatchFaults;
 
 use crate::api::{AGENT_LABEL, Agent, RestartPolicy};
 use crate::runtime::metrics::Metrics;
+use crate::runtime::server::Health;
+use watch::{Change, Watches};
 
 /// The field manager of everything the operator writes.
 pub const FIELD_MANAGER: &str = "agent-supervisor";
+
+/// An Agent as watched: decoded, or the reason it cannot be (reported, and skipped).
+pub type AgentObject = DeserializeGuard<Agent>;
+/// A RestartPolicy as watched.
+pub type PolicyObject = DeserializeGuard<RestartPolicy>;
 
 /// What the controllers watch and how hard they work.
 #[derive(Clone, Debug)]
@@ -38,14 +50,22 @@ pub struct Config {
     pub concurrency: u16,
     /// Where reconciles report what they did.
     pub metrics: Arc<Metrics>,
+    /// Where the watches report whether they are synced and working (`/readyz`).
+    pub health: Arc<Health>,
+    /// Faults injected into the watches; for tests.
+    pub faults: WatchFaults,
 }
 
 impl Default for Config {
     fn default() -> Self {
+        let health = Health::default();
+        health.set_ready(true);
         Config {
             namespaces: Vec::new(),
             concurrency: 16,
             metrics: Arc::default(),
+            health: Arc::new(health),
+            faults: WatchFaults::default(),
         }
     }
 }
@@ -57,26 +77,32 @@ pub struct Context {
     pub pods: Store<Pod>,
     pub leases: Store<Lease>,
     pub claims: Store<PersistentVolumeClaim>,
-    pub policies: Store<RestartPolicy>,
+    pub policies: Store<PolicyObject>,
     pub metrics: Arc<Metrics>,
+    retries: Retries,
 }
 
-impl Context {
-    /// Whether every cache has had its first full list: a decision on a half-filled cache would
-    /// see a renewed Lease as missing, or the namespace's default policy as absent. (Checked,
-    /// not awaited: the caches fill as the controller polls their streams, which a reconcile
-    /// waiting here could hold up.)
-    pub fn caches_synced(&self) -> bool {
-        use futures::FutureExt;
-        self.pods.wait_until_ready().now_or_never().is_some()
-            && self.leases.wait_until_ready().now_or_never().is_some()
-            && self.claims.wait_until_ready().now_or_never().is_some()
-            && self.policies.wait_until_ready().now_or_never().is_some()
+/// Failed reconciles in a row, per Agent: the retry delay grows with them.
+#[derive(Default)]
+struct Retries(Mutex<HashMap<ObjectRef<AgentObject>, u32>>);
+
+impl Retries {
+    fn failed(&self, agent: ObjectRef<AgentObject>) -> u32 {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let count = map.entry(agent).or_default();
+        *count = count.saturating_add(1);
+        *count
+    }
+
+    fn succeeded(&self, agent: &ObjectRef<AgentObject>) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.remove(agent);
     }
 }
 
-/// Runs the controllers until `shutdown` resolves: one Agent controller and one RestartPolicy
-/// status controller per watched namespace (or one of each for the whole cluster).
+/// Runs the controllers until `shutdown` resolves: per watched namespace (or once for the whole
+/// cluster), one set of watches shared by an Agent controller and a RestartPolicy status
+/// controller. Their workers start once every watch has listed everything.
 pub async fn run(
     client: Client,
     config: Config,
@@ -87,15 +113,10 @@ pub async fn run(
     } else {
         config.namespaces.iter().cloned().map(Some).collect()
     };
-    let shutdown = futures::future::FutureExt::shared(Box::pin(shutdown));
-    let tasks = scopes.into_iter().flat_map(|scope| {
-        let agents = run_agents(client.clone(), scope.clone(), &config, shutdown.clone());
-        let policies = policies::run(client.clone(), scope, shutdown.clone());
-        [
-            futures::future::FutureExt::boxed(agents),
-            futures::future::FutureExt::boxed(policies),
-        ]
-    });
+    let shutdown = Box::pin(shutdown).shared();
+    let tasks = scopes
+        .into_iter()
+        .map(|scope| run_scope(client.clone(), scope, &config, shutdown.clone()).boxed());
     futures::future::join_all(tasks).await;
 }
 
@@ -110,47 +131,124 @@ where
     }
 }
 
-/// A cache of `K` filtered by `config`, without managedFields, and the stream that fills it.
-fn cached<K>(
-    api: Api<K>,
-    config: watcher::Config,
-) -> (
-    Store<K>,
-    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+/// A stream of the changes `on_change` forwards, and the sender it forwards them with.
+fn channel<T>() -> (
+    mpsc::UnboundedSender<T>,
+    impl futures::Stream<Item = Result<T, watcher::Error>> + Send + 'static,
 )
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    T: Send + 'static,
 {
-    let (reader, writer) = reflector::store();
-    let stream = watcher(api, config)
-        .default_backoff()
-        .modify(|o: &mut K| o.managed_fields_mut().clear())
-        .reflect(writer)
-        .touched_objects();
-    (reader, stream)
+    let (tx, rx) = mpsc::unbounded();
+    (tx, rx.map(Ok))
 }
 
-async fn run_agents(
+async fn run_scope(
     client: Client,
     scope: Option<String>,
     config: &Config,
-    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    shutdown: impl Future<Output = ()> + Clone + Send + Sync + 'static,
 ) {
+    let within = scope.as_deref().unwrap_or("all namespaces");
+    let mut watches = Watches::new(config.health.clone(), config.faults);
     let owned = watcher::Config::default().labels(AGENT_LABEL);
-    let (agents, agent_stream) = cached(api::<Agent>(&client, &scope), watcher::Config::default());
-    let (pods, pod_stream) = cached(api::<Pod>(&client, &scope), owned.clone());
-    let (leases, lease_stream) = cached(api::<Lease>(&client, &scope), owned.clone());
-    let (claims, claim_stream) = cached(api::<PersistentVolumeClaim>(&client, &scope), owned);
-    let (policies, policy_stream) = cached(
-        api::<RestartPolicy>(&client, &scope),
+
+    // Agents: each change reconciles the Agent; a change of which policy it uses (or its
+    // creation or deletion) recounts those policies' users.
+    let (agent_tx, agent_changes) = channel::<AgentObject>();
+    let (recount_tx, recounts) = mpsc::unbounded::<ObjectRef<PolicyObject>>();
+    let mut uses: HashMap<ObjectRef<AgentObject>, Option<String>> = HashMap::new();
+    let agents = watches.spawn(
+        format!("Agents in {within}"),
+        api::<AgentObject>(&client, &scope),
         watcher::Config::default(),
+        move |change| {
+            let (agent, used) = match change {
+                Change::Applied(a) => {
+                    let used = a.0.as_ref().ok().map(policy_name);
+                    (a, used)
+                }
+                Change::Deleted(a) => (a, None),
+            };
+            let key = ObjectRef::from(&agent);
+            let before = match &used {
+                Some(_) => uses.insert(key, used.clone()).flatten(),
+                None => uses.remove(&key).flatten(),
+            };
+            if before != used {
+                let namespace = agent.namespace().unwrap_or_default();
+                for name in [before, used].into_iter().flatten() {
+                    let _ = recount_tx.unbounded_send(ObjectRef::new(&name).within(&namespace));
+                }
+            }
+            let _ = agent_tx.unbounded_send(agent);
+        },
     );
+    // Policies: each change refreshes the policy's status; a change of its spec (or its
+    // creation or deletion) reconciles the Agents using it. Status writes reconcile nothing.
+    let (policy_tx, policy_changes) = channel::<PolicyObject>();
+    let (policy_spec_tx, policy_specs) = channel::<PolicyObject>();
+    let mut generations: HashMap<ObjectRef<PolicyObject>, Option<i64>> = HashMap::new();
+    let policies = watches.spawn(
+        format!("RestartPolicies in {within}"),
+        api::<PolicyObject>(&client, &scope),
+        watcher::Config::default(),
+        move |change| {
+            let (policy, generation) = match change {
+                Change::Applied(p) => {
+                    let generation = p.meta().generation;
+                    (p, Some(generation))
+                }
+                Change::Deleted(p) => (p, None),
+            };
+            let key = ObjectRef::from(&policy);
+            let before = match generation {
+                Some(g) => generations.insert(key, g),
+                None => generations.remove(&key),
+            };
+            if before != generation {
+                let _ = policy_spec_tx.unbounded_send(policy.clone());
+            }
+            let _ = policy_tx.unbounded_send(policy);
+        },
+    );
+    let (pod_tx, pod_changes) = channel::<Pod>();
+    let pods = watches.spawn(
+        format!("Pods in {within}"),
+        api::<Pod>(&client, &scope),
+        owned.clone(),
+        forward(pod_tx),
+    );
+    let (lease_tx, lease_changes) = channel::<Lease>();
+    let leases = watches.spawn(
+        format!("Leases in {within}"),
+        api::<Lease>(&client, &scope),
+        owned.clone(),
+        forward(lease_tx),
+    );
+    let (claim_tx, claim_changes) = channel::<PersistentVolumeClaim>();
+    let claims = watches.spawn(
+        format!("PersistentVolumeClaims in {within}"),
+        api::<PersistentVolumeClaim>(&client, &scope),
+        owned,
+        forward(claim_tx),
+    );
+
+    // Workers start once every cache holds a full list: a decision on a half-filled cache would
+    // see a renewed Lease as missing, or the namespace's default policy as absent.
+    let synced = async {
+        let _ = futures::join!(
+            agents.wait_until_ready(),
+            policies.wait_until_ready(),
+            pods.wait_until_ready(),
+            leases.wait_until_ready(),
+            claims.wait_until_ready(),
+        );
+    };
+    tokio::select! {
+        () = synced => tracing::info!(scope = within, "caches synced: starting workers"),
+        () = shutdown.clone() => return,
+    }
 
     let context = Arc::new(Context {
         client: client.clone(),
@@ -158,64 +256,109 @@ async fn run_agents(
         pods,
         leases,
         claims,
-        policies,
+        policies: policies.clone(),
         metrics: config.metrics.clone(),
+        retries: Retries::default(),
     });
     config.metrics.watch_agents(agents.clone());
     let agent_store = agents.clone();
-    Controller::for_stream(agent_stream, agents)
-        .owns_stream(pod_stream)
-        .owns_stream(lease_stream)
-        .owns_stream(claim_stream)
-        .watches_stream(policy_stream, move |policy: RestartPolicy| {
+    let agent_controller = Controller::for_stream(agent_changes, agents.clone())
+        .owns_stream(pod_changes)
+        .owns_stream(lease_changes)
+        .owns_stream(claim_changes)
+        .watches_stream(policy_specs, move |policy: PolicyObject| {
             agents_using(&agent_store, &policy)
         })
         .with_config(controller::Config::default().concurrency(config.concurrency))
-        .graceful_shutdown_on(shutdown)
+        .graceful_shutdown_on(shutdown.clone())
         .run(reconcile::reconcile, error_policy, context)
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "reconcile failed");
-            }
-        })
-        .await;
+        .for_each(|result| async move { log_outcome("Agent", result) });
+    let policy_controller = policies::controller(
+        client.clone(),
+        policies,
+        policy_changes,
+        recounts,
+        agents,
+        shutdown,
+    );
+    futures::join!(agent_controller, policy_controller);
+    drop(watches);
+}
+
+/// Forwards every change to `tx`.
+fn forward<K>(tx: mpsc::UnboundedSender<K>) -> impl FnMut(Change<K>) + Send + 'static
+where
+    K: Send + 'static,
+{
+    move |change| {
+        let (Change::Applied(o) | Change::Deleted(o)) = change;
+        let _ = tx.unbounded_send(o);
+    }
+}
+
+/// How a reconcile ended, as the controller reports it: failures of the reconcile itself were
+/// logged by the error policy; anything else (an object gone before its turn) is routine.
+fn log_outcome<K, E: std::fmt::Display>(
+    kind: &str,
+    result: Result<(ObjectRef<K>, Action), controller::Error<E, watcher::Error>>,
+) where
+    K: Resource,
+    K::DynamicType: std::fmt::Debug,
+{
+    match result {
+        Ok(_) | Err(controller::Error::ReconcilerFailed(..)) => {}
+        Err(controller::Error::ObjectNotFound(object)) => {
+            tracing::debug!(kind, %object, "object gone before its reconcile")
+        }
+        Err(e) => tracing::warn!(kind, error = %e, "controller error"),
+    }
+}
+
+/// The RestartPolicy an Agent uses: the one it names, else the namespace's `default`.
+fn policy_name(agent: &Agent) -> String {
+    match &agent.spec.restart_policy_ref {
+        Some(reference) => reference.name.clone(),
+        None => "default".to_string(),
+    }
 }
 
 /// The Agents a change of `policy` concerns: those that name it, and, for the namespace's
 /// `default`, those that name none.
-fn agents_using(agents: &Store<Agent>, policy: &RestartPolicy) -> Vec<ObjectRef<Agent>> {
+fn agents_using(agents: &Store<AgentObject>, policy: &PolicyObject) -> Vec<ObjectRef<AgentObject>> {
     let namespace = policy.namespace();
     let name = policy.name_any();
     agents
         .state()
         .iter()
-        .filter(|a| a.namespace() == namespace && uses_policy(a, &name))
+        .filter(|a| a.namespace() == namespace)
+        .filter(|a| a.0.as_ref().is_ok_and(|a| uses_policy(a, &name)))
         .map(|a| ObjectRef::from(a.as_ref()))
         .collect()
 }
 
 /// Whether `agent` is governed by the RestartPolicy called `policy` in its namespace.
 pub fn uses_policy(agent: &Agent, policy: &str) -> bool {
-    match &agent.spec.restart_policy_ref {
-        Some(reference) => reference.name == policy,
-        None => policy == "default",
-    }
+    policy_name(agent) == policy
 }
 
-fn error_policy(agent: Arc<Agent>, error: &Error, ctx: Arc<Context>) -> Action {
-    let retry = error.retry_after();
+fn error_policy(agent: Arc<AgentObject>, error: &Error, ctx: Arc<Context>) -> Action {
+    let failures = if error.is_conflict() {
+        0
+    } else {
+        ctx.retries.failed(ObjectRef::from(agent.as_ref()))
+    };
+    let retry = error::retry_delay(error, failures);
     let reason = crate::runtime::metrics::ReasonLabel {
         reason: error.reason().to_string(),
     };
     ctx.metrics.reconcile_errors.get_or_create(&reason).inc();
-    tracing::warn!(
-        namespace = agent.namespace().unwrap_or_default(),
-        name = agent.name_any(),
-        reason = error.reason(),
-        error = %error,
-        retry_in = ?retry,
-        "reconcile failed"
-    );
+    let namespace = agent.namespace().unwrap_or_default();
+    let name = agent.name_any();
+    if error.is_conflict() {
+        tracing::debug!(namespace, name, error = %error, "conflict: deciding again");
+    } else {
+        tracing::warn!(namespace, name, reason = error.reason(), failures, error = %error, retry_in = ?retry, "reconcile failed");
+    }
     Action::requeue(retry)
 }
 

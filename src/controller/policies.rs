@@ -1,65 +1,67 @@
-//! RestartPolicy status: `Accepted`, and how many Agents use the policy.
+//! RestartPolicy status: `Accepted`, and how many Agents use the policy. Runs on the Agent
+//! controller's caches: it keeps none of its own.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
-use super::{FIELD_MANAGER, api, cached, uses_policy};
-use crate::api::{Agent, RestartPolicy, RestartPolicyStatus};
+use super::{AgentObject, FIELD_MANAGER, PolicyObject, log_outcome, uses_policy};
+use crate::api::RestartPolicyStatus;
 use crate::supervise::conditions::{self, ACCEPTED, Desired};
 
 struct Context {
     client: Client,
-    agents: Store<Agent>,
+    recorder: Recorder,
+    agents: Store<AgentObject>,
 }
 
-pub async fn run(
+/// The policy status controller: reconciles a policy when it changes (`changes`) and when the
+/// number of its users may have changed (`recounts`: an Agent using it was created, deleted, or
+/// switched policy). An Agent's status writes recount nothing.
+pub async fn controller(
     client: Client,
-    scope: Option<String>,
+    policies: Store<PolicyObject>,
+    changes: impl futures::Stream<Item = Result<PolicyObject, watcher::Error>> + Send + 'static,
+    recounts: impl futures::Stream<Item = ObjectRef<PolicyObject>> + Send + 'static,
+    agents: Store<AgentObject>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let policies = api::<RestartPolicy>(&client, &scope);
-    let controller = Controller::new(policies, watcher::Config::default());
-    let policy_store = controller.store();
-    // The agent cache is filled by the `watches` below; it counts the users of each policy.
-    let (agents, agent_stream) = cached(api::<Agent>(&client, &scope), watcher::Config::default());
-    let context = Arc::new(Context { client, agents });
-    controller
-        .watches_stream(agent_stream, move |agent: Agent| {
-            // Any change of an Agent may change the count of any policy in its namespace.
-            let namespace = agent.namespace();
-            policy_store
-                .state()
-                .iter()
-                .filter(|p| p.namespace() == namespace)
-                .map(|p| ObjectRef::from(p.as_ref()))
-                .collect::<Vec<_>>()
-        })
+    let context = Arc::new(Context {
+        recorder: Recorder::new(client.clone(), Reporter::from(FIELD_MANAGER)),
+        client,
+        agents,
+    });
+    Controller::for_stream(changes, policies)
+        .reconcile_on(recounts)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, context)
-        .for_each(|_| async {})
+        .for_each(|result| async move { log_outcome("RestartPolicy", result) })
         .await;
 }
 
-async fn reconcile(policy: Arc<RestartPolicy>, ctx: Arc<Context>) -> Result<Action, kube::Error> {
-    // Counting users on a half-filled cache would publish a wrong count.
-    if futures::FutureExt::now_or_never(ctx.agents.wait_until_ready()).is_none() {
-        return Ok(Action::requeue(Duration::from_millis(200)));
-    }
+async fn reconcile(object: Arc<PolicyObject>, ctx: Arc<Context>) -> Result<Action, kube::Error> {
+    let policy = match &object.0 {
+        Ok(policy) => policy,
+        Err(invalid) => {
+            super::events::report_invalid(&ctx.recorder, "RestartPolicy", invalid).await;
+            return Ok(Action::await_change());
+        }
+    };
     let namespace = policy.namespace();
     let name = policy.name_any();
     let agents = ctx
         .agents
         .state()
         .iter()
-        .filter(|a| a.namespace() == namespace && uses_policy(a, &name))
+        .filter(|a| a.namespace() == namespace)
+        .filter(|a| a.0.as_ref().is_ok_and(|a| uses_policy(a, &name)))
         .count();
     let generation = policy.metadata.generation.unwrap_or_default();
     let current = policy.status.clone().unwrap_or_default();
@@ -82,7 +84,9 @@ async fn reconcile(policy: Arc<RestartPolicy>, ctx: Arc<Context>) -> Result<Acti
         jiff::Timestamp::now(),
     );
     if status != current {
-        let api: Api<RestartPolicy> =
+        // Only the operator's own condition is applied: others' stay theirs.
+        status.conditions.retain(|c| c.type_ == ACCEPTED);
+        let api: Api<crate::api::RestartPolicy> =
             Api::namespaced(ctx.client.clone(), &namespace.unwrap_or_default());
         let patch = json!({
             "apiVersion": "supervisor.dev/v1alpha1",
@@ -100,7 +104,15 @@ async fn reconcile(policy: Arc<RestartPolicy>, ctx: Arc<Context>) -> Result<Acti
     Ok(Action::await_change())
 }
 
-fn error_policy(policy: Arc<RestartPolicy>, error: &kube::Error, _: Arc<Context>) -> Action {
-    tracing::warn!(name = policy.name_any(), error = %error, "RestartPolicy status update failed");
-    Action::requeue(Duration::from_secs(5))
+fn error_policy(policy: Arc<PolicyObject>, error: &kube::Error, _: Arc<Context>) -> Action {
+    let conflict = matches!(error, kube::Error::Api(s) if s.code == 409);
+    if conflict {
+        tracing::debug!(
+            name = policy.name_any(),
+            "conflict on RestartPolicy status: retrying"
+        );
+    } else {
+        tracing::warn!(name = policy.name_any(), error = %error, "RestartPolicy status update failed");
+    }
+    Action::requeue(std::time::Duration::from_secs(if conflict { 1 } else { 5 }))
 }

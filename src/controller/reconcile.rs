@@ -4,27 +4,41 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{DeleteParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event as KubeEvent, EventType};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use tracing::{info, instrument, warn};
 
-use super::error::{Error, is_conflict, is_not_found};
-use super::{Context, RESYNC, gather, manifests, status};
+use super::error::{ActError, Error, GatherError, is_conflict, is_not_found};
+use super::gather::Source;
+use super::{AgentObject, Context, RESYNC, events, gather, manifests, status};
 use crate::api::{ATTEMPT_LABEL, Agent, AgentStatus};
+use crate::supervise::conditions::{self, Desired};
 use crate::supervise::{self, NewPod, Plan};
 
+/// Reconciles one Agent; an Agent that cannot be decoded is reported and left alone.
+pub async fn reconcile(object: Arc<AgentObject>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let agent = match &object.0 {
+        Ok(agent) => agent,
+        Err(invalid) => {
+            events::report_invalid(&ctx.recorder, "Agent", invalid).await;
+            return Ok(Action::await_change());
+        }
+    };
+    let result = reconcile_agent(agent, &ctx).await;
+    if result.is_ok() {
+        ctx.retries.succeeded(&ObjectRef::from(object.as_ref()));
+    }
+    result
+}
+
 #[instrument(skip_all, fields(namespace = %agent.namespace().unwrap_or_default(), name = %agent.name_any()))]
-pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Error> {
+async fn reconcile_agent(agent: &Agent, ctx: &Context) -> Result<Action, Error> {
     if agent.metadata.deletion_timestamp.is_some() {
         // Its pods, Lease and claims go with it through garbage collection.
         return Ok(Action::await_change());
-    }
-    if !ctx.caches_synced() {
-        return Ok(Action::requeue(Duration::from_millis(200)));
     }
     let started = std::time::Instant::now();
     let _timer = scopeguard(|| {
@@ -33,9 +47,25 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, E
             .observe(started.elapsed().as_secs_f64())
     });
     let now = jiff::Timestamp::now();
-    let input = gather::gather(&agent, &ctx, now).await?;
-    let template_hash = input.agent.template_hash.clone();
-    let plan = supervise::decide(input);
+    let input = gather::gather(agent, ctx, now, Source::Cache).await?;
+    let mut plan = supervise::decide(input);
+    let latest;
+    let mut agent = agent;
+    if plan.delete_pod.is_some() {
+        // Nothing is deleted on cached facts: a Lease renewed while the lease watch was
+        // re-listing, or a pod the cache saw late, must not get a running agent killed. Decide
+        // again on the Agent, its pod and its Lease as the server has them now.
+        latest = match gather::latest(agent, ctx).await? {
+            Some(latest) if latest.metadata.deletion_timestamp.is_none() => latest,
+            _ => return Ok(Action::await_change()),
+        };
+        agent = &latest;
+        plan = supervise::decide(gather::gather(agent, ctx, now, Source::Server).await?);
+    } else if plan.create_pod.is_some() && !is_current(agent, ctx).await? {
+        // The decision was made on a cached Agent older than the server's: an action taken on
+        // it could repeat one already done (a second manual restart, say). Decide again.
+        return Ok(Action::requeue(Duration::from_millis(100)));
+    }
     let unset = AgentStatus::default();
     let before = agent.status.as_ref().unwrap_or(&unset);
     if plan.create_pod.is_some() || plan.delete_pod.is_some() || !plan.events.is_empty() {
@@ -48,30 +78,82 @@ pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, E
             "decided"
         );
     }
-    if (plan.create_pod.is_some() || plan.delete_pod.is_some()) && !is_current(&agent, &ctx).await?
-    {
-        // The decision was made on a cached Agent older than the server's: an action taken on
-        // it could repeat one already done (a second manual restart, say). Decide again.
-        return Ok(Action::requeue(Duration::from_millis(100)));
+    let template_hash = manifests::template_hash(agent);
+    let pods: Api<Pod> =
+        Api::namespaced(ctx.client.clone(), &agent.namespace().unwrap_or_default());
+    // Nothing running is deleted before its replacement is known to be creatable.
+    let replacement = plan.validate_pod.as_ref().or(plan.create_pod.as_ref());
+    if let (Some(_), Some(next)) = (&plan.delete_pod, replacement) {
+        let validated = async {
+            ensure_owned_objects(agent, ctx).await?;
+            dry_run(agent, &pods, next, &template_hash).await
+        };
+        if let Err(error) = validated.await {
+            return Err(refused(agent, before, error, ctx).await);
+        }
     }
-    if plan.delete_pod.is_some() && plan.create_pod.is_none() {
-        // A kill (hung, never started, suspended) is recorded before it happens: once the pod is
-        // gone, nothing else would tell it from a pod lost with its node.
-        status::record(&agent, before, &plan, &ctx).await?;
-        act(&agent, &template_hash, &plan, &ctx)
-            .await
-            .inspect_err(|e| warn_user(&agent, e, &ctx))?;
-    } else {
-        // A new pod is created before it is recorded: a lost status write is repaired by
-        // adopting the pod (its name is derived from the attempt), never by a second pod.
-        act(&agent, &template_hash, &plan, &ctx)
-            .await
-            .inspect_err(|e| warn_user(&agent, e, &ctx))?;
-        status::record(&agent, before, &plan, &ctx).await?;
+    match (&plan.delete_pod, &plan.create_pod) {
+        (Some(kill), None) => {
+            // A kill (hung, never started, suspended, replaced) is recorded before it happens:
+            // once the pod is gone, nothing else would tell it from a pod lost with its node.
+            // Its Events go out before the delete, which a later decision retries if it fails.
+            status::record(agent, before, &plan, ctx).await?;
+            events::publish(agent, &plan, ctx).await;
+            delete_pod(&pods, kill, ctx).await?;
+        }
+        (kill, create) => {
+            if let Some(kill) = kill {
+                delete_pod(&pods, kill, ctx).await?;
+            }
+            // A new pod is created before it is recorded: a lost status write is repaired by
+            // adopting the pod (its name is derived from the attempt, and it carries what it
+            // was created for), never by a second pod.
+            if let Some(new) = create {
+                ensure_owned_objects(agent, ctx).await?;
+                create_pod(agent, &pods, new, &template_hash)
+                    .await
+                    .inspect_err(|e| events::warn_user(agent, e, ctx))?;
+                remove_old_pods(agent, &pods, new.attempt, ctx).await;
+            }
+            status::record(agent, before, &plan, ctx).await?;
+            events::publish(agent, &plan, ctx).await;
+        }
     }
     ctx.metrics.observe(before, &plan, now);
-    publish_events(&agent, &plan, &ctx).await;
     Ok(requeue(&plan, now))
+}
+
+/// The replacement of a running pod is refused: the pod keeps running, and the Agent says why
+/// (its `Ready` condition and a Warning Event). Returns the error, for the retry policy.
+async fn refused(agent: &Agent, before: &AgentStatus, error: Error, ctx: &Context) -> Error {
+    events::warn_user(agent, &error, ctx);
+    let mut status = before.clone();
+    let ready = conditions::get(&status.conditions, conditions::READY);
+    let message = format!(
+        "pod {} keeps running: {}",
+        status.pod_name.as_deref().unwrap_or(""),
+        error
+    );
+    let desired = Desired {
+        type_: conditions::READY,
+        status: ready.is_some_and(|c| c.status == "True"),
+        reason: "ReplacementRefused",
+        message: &crate::supervise::classify::truncate(message),
+    };
+    conditions::set(
+        &mut status.conditions,
+        desired,
+        agent.metadata.generation.unwrap_or_default(),
+        jiff::Timestamp::now(),
+    );
+    let plan = Plan {
+        status,
+        ..Plan::default()
+    };
+    if let Err(e) = status::record(agent, before, &plan, ctx).await {
+        warn!(error = %e, "could not record the refused replacement");
+    }
+    error
 }
 
 /// Whether the cached Agent is the server's latest: checked (one read) before a pod is
@@ -83,10 +165,11 @@ async fn is_current(agent: &Agent, ctx: &Context) -> Result<bool, Error> {
     match api.get_metadata(&name).await {
         Ok(latest) => Ok(latest.metadata.resource_version == agent.metadata.resource_version),
         Err(e) if is_not_found(&e) => Ok(false),
-        Err(source) => Err(Error::Read {
+        Err(source) => Err(GatherError {
             what: format!("Agent {name}"),
             source,
-        }),
+        }
+        .into()),
     }
 }
 
@@ -117,28 +200,9 @@ fn requeue(plan: &Plan, now: jiff::Timestamp) -> Action {
     }
 }
 
-/// Carries out the plan's pod actions.
-async fn act(agent: &Agent, template_hash: &str, plan: &Plan, ctx: &Context) -> Result<(), Error> {
-    let namespace = agent.namespace().unwrap_or_default();
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-    if let Some(name) = &plan.delete_pod {
-        delete_pod(&pods, &namespace, name, ctx).await?;
-    }
-    if let Some(new) = &plan.create_pod {
-        ensure_owned_objects(agent, ctx).await?;
-        create_pod(agent, &pods, new, template_hash).await?;
-        remove_old_pods(agent, &pods, new.attempt, ctx).await;
-    }
-    Ok(())
-}
-
-async fn delete_pod(
-    pods: &Api<Pod>,
-    namespace: &str,
-    name: &str,
-    ctx: &Context,
-) -> Result<(), Error> {
+async fn delete_pod(pods: &Api<Pod>, name: &str, ctx: &Context) -> Result<(), Error> {
     // Only the very pod that was observed: a precondition on its uid.
+    let namespace = pods.namespace().unwrap_or_default();
     let uid = ctx
         .pods
         .get(&ObjectRef::new(name).within(namespace))
@@ -153,50 +217,64 @@ async fn delete_pod(
     match pods.delete(name, &params).await {
         Ok(_) => Ok(()),
         Err(e) if is_not_found(&e) || is_conflict(&e) => Ok(()),
-        Err(source) => Err(Error::Delete {
+        Err(source) => Err(ActError::Delete {
             pod: name.to_string(),
             source,
-        }),
+        }
+        .into()),
     }
 }
 
 async fn create_pod(agent: &Agent, pods: &Api<Pod>, new: &NewPod, hash: &str) -> Result<(), Error> {
     let pod = manifests::pod(agent, new, hash);
-    match pods
-        .create(
-            &PostParams {
-                field_manager: Some(super::FIELD_MANAGER.into()),
-                ..Default::default()
-            },
-            &pod,
-        )
-        .await
-    {
+    match pods.create(&post_params(false), &pod).await {
         Ok(_) => Ok(()),
         // The name is derived from the attempt: an existing pod is this very attempt, created
         // by an earlier try whose status write was lost — unless someone else owns the name.
         Err(e) if is_conflict(&e) => match pods.get(&new.name).await {
             Ok(existing) if manifests::controlled_by(existing.owner_references(), agent) => Ok(()),
-            Ok(_) => Err(Error::NameTaken(format!("Pod {}", new.name))),
-            Err(source) => Err(Error::Read {
+            Ok(_) => Err(ActError::NameTaken(format!("Pod {}", new.name)).into()),
+            Err(source) => Err(ActError::Read {
                 what: format!("pod {}", new.name),
                 source,
-            }),
+            }
+            .into()),
         },
-        Err(source) => Err(Error::Create {
+        Err(source) => Err(ActError::Create {
             what: format!("pod {}", new.name),
             source,
-        }),
+        }
+        .into()),
+    }
+}
+
+/// Asks the API server whether it would create `new` (admission, Pod Security, quota, schema),
+/// without creating it.
+async fn dry_run(agent: &Agent, pods: &Api<Pod>, new: &NewPod, hash: &str) -> Result<(), Error> {
+    let pod = manifests::pod(agent, new, hash);
+    match pods.create(&post_params(true), &pod).await {
+        // Exists already: it was created, and the decision that follows adopts it.
+        Err(e) if is_conflict(&e) => Ok(()),
+        Err(source) => Err(ActError::Refused {
+            pod: new.name.clone(),
+            source,
+        }
+        .into()),
+        Ok(_) => Ok(()),
+    }
+}
+
+fn post_params(dry_run: bool) -> PostParams {
+    PostParams {
+        dry_run,
+        field_manager: Some(super::FIELD_MANAGER.into()),
     }
 }
 
 /// The heartbeat Lease and the claims, created when missing.
 async fn ensure_owned_objects(agent: &Agent, ctx: &Context) -> Result<(), Error> {
     let namespace = agent.namespace().unwrap_or_default();
-    let params = PostParams {
-        field_manager: Some(super::FIELD_MANAGER.into()),
-        ..Default::default()
-    };
+    let params = post_params(false);
     if agent.spec.heartbeat.is_some()
         && ctx
             .leases
@@ -240,10 +318,10 @@ where
         Ok(_) => Ok(()),
         Err(e) if is_conflict(&e) => match api.get(&object.name_any()).await {
             Ok(existing) if manifests::controlled_by(existing.owner_references(), agent) => Ok(()),
-            Ok(_) => Err(Error::NameTaken(what)),
-            Err(source) => Err(Error::Read { what, source }),
+            Ok(_) => Err(ActError::NameTaken(what).into()),
+            Err(source) => Err(ActError::Read { what, source }.into()),
         },
-        Err(source) => Err(Error::Create { what, source }),
+        Err(source) => Err(ActError::Create { what, source }.into()),
     }
 }
 
@@ -269,54 +347,6 @@ async fn remove_old_pods(agent: &Agent, pods: &Api<Pod>, attempt: u32, ctx: &Con
             && !is_not_found(&e)
         {
             warn!(pod = name, error = %e, "could not remove an old pod");
-        }
-    }
-}
-
-/// A request the API server refuses for good (an invalid pod template, a name taken by someone
-/// else) will not succeed on retry: say so on the Agent, where `kubectl describe` shows it.
-fn warn_user(agent: &Agent, error: &Error, ctx: &Context) {
-    if !error.is_permanent() {
-        return;
-    }
-    let event = KubeEvent {
-        type_: EventType::Warning,
-        reason: error.reason().to_string(),
-        note: Some(error.to_string().chars().take(1000).collect()),
-        action: "Reconcile".to_string(),
-        secondary: None,
-    };
-    let recorder = ctx.recorder.clone();
-    let reference = agent.object_ref(&());
-    tokio::spawn(async move {
-        if let Err(e) = recorder.publish(&event, &reference).await {
-            warn!(error = %e, "could not record an Event");
-        }
-    });
-}
-
-async fn publish_events(agent: &Agent, plan: &Plan, ctx: &Context) {
-    let reference = agent.object_ref(&());
-    for event in &plan.events {
-        let kube_event = KubeEvent {
-            type_: if event.warning() {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: event.reason.as_str().to_string(),
-            note: Some(event.note.clone()),
-            action: event.reason.as_str().to_string(),
-            secondary: event.pod.as_ref().map(|pod| ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Pod".into()),
-                name: Some(pod.clone()),
-                namespace: agent.namespace(),
-                ..ObjectReference::default()
-            }),
-        };
-        if let Err(e) = ctx.recorder.publish(&kube_event, &reference).await {
-            warn!(reason = event.reason.as_str(), error = %e, "could not record an Event");
         }
     }
 }

@@ -5,21 +5,24 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-use super::error::Error;
+use super::error::RecordError;
 use super::{Context, FIELD_MANAGER};
 use crate::api::{Agent, AgentStatus};
 use crate::supervise::Plan;
+use crate::supervise::conditions::OWNED;
 
 /// Writes what the plan changed. A shutdown the operator records goes first, as a merge patch
 /// of that one field (so the operator's applied status never owns it, and never removes one
-/// written by someone else); then the rest by server-side apply. Both carry the resourceVersion
-/// the decision was made on: a decision made on a stale cache is refused (409) and made again.
+/// written by someone else); then the rest by server-side apply, with only the conditions the
+/// operator owns (others' conditions are theirs to change and remove). Both carry the
+/// resourceVersion the decision was made on: a decision made on a stale cache is refused (409)
+/// and made again.
 pub async fn record(
     agent: &Agent,
     before: &AgentStatus,
     plan: &Plan,
     ctx: &Context,
-) -> Result<(), Error> {
+) -> Result<(), RecordError> {
     let api: Api<Agent> =
         Api::namespaced(ctx.client.clone(), &agent.namespace().unwrap_or_default());
     let name = agent.name_any();
@@ -37,7 +40,7 @@ pub async fn record(
         let updated = api
             .patch_status(&name, &params, &Patch::Merge(&patch))
             .await
-            .map_err(Error::Status)?;
+            .map_err(RecordError)?;
         resource_version = updated.resource_version();
     }
 
@@ -47,6 +50,9 @@ pub async fn record(
     let mut applied = serde_json::to_value(&plan.status).expect("a status serializes");
     if let Some(fields) = applied.as_object_mut() {
         fields.remove("shutdown");
+        if let Some(serde_json::Value::Array(conditions)) = fields.get_mut("conditions") {
+            conditions.retain(|c| c["type"].as_str().is_some_and(|t| OWNED.contains(&t)));
+        }
     }
     let patch = json!({
         "apiVersion": "supervisor.dev/v1alpha1",
@@ -60,7 +66,7 @@ pub async fn record(
         &Patch::Apply(&patch),
     )
     .await
-    .map_err(Error::Status)?;
+    .map_err(RecordError)?;
     Ok(())
 }
 

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use kube::ResourceExt;
+use kube::core::DeserializeGuard;
 use kube::runtime::reflector::Store;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -124,7 +125,7 @@ impl Metrics {
     }
 
     /// Counts agents by phase and breaker state from this store at every scrape.
-    pub fn watch_agents(&self, store: Store<Agent>) {
+    pub fn watch_agents(&self, store: Store<DeserializeGuard<Agent>>) {
         self.agents.stores.lock().expect("metrics lock").push(store);
     }
 
@@ -206,7 +207,7 @@ impl Metrics {
 /// Agents by phase and breakers by state, counted from the caches at scrape time.
 #[derive(Debug)]
 struct AgentCollector {
-    stores: Mutex<Vec<Store<Agent>>>,
+    stores: Mutex<Vec<Store<DeserializeGuard<Agent>>>>,
     per_agent: bool,
 }
 
@@ -228,13 +229,14 @@ struct AgentLabels {
 
 impl Collector for AgentCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let agents: Vec<Arc<Agent>> = self
+        let objects: Vec<Arc<DeserializeGuard<Agent>>> = self
             .stores
             .lock()
             .expect("metrics lock")
             .iter()
             .flat_map(|s| s.state())
             .collect();
+        let agents: Vec<&Agent> = objects.iter().filter_map(|o| o.0.as_ref().ok()).collect();
         let mut phases: BTreeMap<&str, i64> = [
             Phase::Pending,
             Phase::Running,

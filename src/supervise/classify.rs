@@ -8,6 +8,8 @@ use crate::api::{FailureReason, Heartbeat, ShutdownType};
 
 /// Termination messages are cut to this many bytes before they are stored.
 pub const MESSAGE_LIMIT: usize = 1024;
+/// A shutdown's reason is cut to this many bytes (the schema allows 256 characters).
+pub const REASON_LIMIT: usize = 256;
 /// A termination message longer than this is not read for a shutdown request. The kubelet itself
 /// keeps at most 4 KiB.
 const SHUTDOWN_MESSAGE_LIMIT: usize = 4096;
@@ -153,7 +155,7 @@ fn running(pod: &PodFacts, liveness: Liveness<'_>, now: Timestamp) -> Verdict {
     };
     let mut ending = Ending::bare(FailureReason::HeartbeatLost, message);
     ending.started_at = Some(since);
-    ending.container = pod.containers.first().map(|c| c.name.clone());
+    ending.container = pod.agent().map(|c| c.name.clone());
     Verdict::Ended { ending, kill: true }
 }
 
@@ -170,7 +172,12 @@ fn ended(pod: &PodFacts) -> Option<Ending> {
         ending.started_at = pod.started_at();
         return Some(ending);
     }
-    if !pod.is_finished() {
+    // The attempt ends when the agent's own container terminates, even while sidecars run on.
+    let agent = pod.agent().and_then(|c| match &c.state {
+        ContainerPhase::Terminated(t) => Some((c.name.as_str(), t)),
+        _ => None,
+    });
+    if !pod.is_finished() && agent.is_none() {
         return None;
     }
     let terminated: Vec<(&str, &Termination)> = pod
@@ -181,12 +188,15 @@ fn ended(pod: &PodFacts) -> Option<Ending> {
             _ => None,
         })
         .collect();
-    // The container that explains the failure: the first that failed, else the first that ended.
-    let Some(&(container, t)) = terminated
-        .iter()
-        .find(|(_, t)| t.exit_code != 0)
-        .or_else(|| terminated.first())
-    else {
+    // The container that explains the failure: the agent's own; else (a pod that ended without
+    // reporting it) the first that failed, else the first that ended.
+    let Some((container, t)) = agent.or_else(|| {
+        terminated
+            .iter()
+            .find(|(_, t)| t.exit_code != 0)
+            .or_else(|| terminated.first())
+            .copied()
+    }) else {
         let message = pod.message.clone().or_else(|| pod.reason.clone());
         return Some(Ending {
             message: message.map(truncate),
@@ -260,23 +270,28 @@ pub fn shutdown_request(message: &str) -> Option<ShutdownRequest> {
         "voluntary" => ShutdownType::Voluntary,
         _ => return None,
     };
-    let text = |key: &str| {
+    let text = |key: &str, limit: usize| {
         object
             .get(key)
             .and_then(|v| v.as_str())
-            .map(|s| truncate(s.to_string()))
+            .map(|s| truncate_to(s.to_string(), limit))
     };
     Some(ShutdownRequest {
         kind,
-        reason: text("reason"),
-        message: text("message"),
+        reason: text("reason", REASON_LIMIT),
+        message: text("message", MESSAGE_LIMIT),
     })
 }
 
 /// Cuts `s` to at most `MESSAGE_LIMIT` bytes, on a character boundary.
-pub fn truncate(mut s: String) -> String {
-    if s.len() > MESSAGE_LIMIT {
-        let mut end = MESSAGE_LIMIT;
+pub fn truncate(s: String) -> String {
+    truncate_to(s, MESSAGE_LIMIT)
+}
+
+/// Cuts `s` to at most `limit` bytes, on a character boundary.
+pub fn truncate_to(mut s: String, limit: usize) -> String {
+    if s.len() > limit {
+        let mut end = limit;
         while !s.is_char_boundary(end) {
             end -= 1;
         }

@@ -9,6 +9,8 @@ pub const READY: &str = "Ready";
 pub const CIRCUIT_BREAKER_OPEN: &str = "CircuitBreakerOpen";
 pub const POLICY_RESOLVED: &str = "PolicyResolved";
 pub const ACCEPTED: &str = "Accepted";
+/// The condition types the operator writes on an Agent; any other is someone else's.
+pub const OWNED: [&str; 3] = [READY, CIRCUIT_BREAKER_OPEN, POLICY_RESOLVED];
 
 /// A condition's desired state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -14,5 +14,5 @@ pub mod rules;
 
 pub use backoff::stable_hash;
 pub use decide::decide;
-pub use observe::{AgentFacts, Input, LeaseFacts, PodFacts, PolicyResolution};
+pub use observe::{AgentFacts, Input, LeaseFacts, PodFacts, PodOrigin, PolicyResolution};
 pub use plan::{Event, EventReason, NewPod, Plan, pod_name};

@@ -5,7 +5,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ContainerState, Pod};
 
 use crate::api::{
-    ATTEMPT_LABEL, AgentStatus, Heartbeat, RestartPolicySpec, TEMPLATE_HASH_ANNOTATION,
+    ATTEMPT_LABEL, AgentStatus, HANDLED_RESET_ANNOTATION, HANDLED_RESTART_ANNOTATION, Heartbeat,
+    RestartPolicySpec, TEMPLATE_HASH_ANNOTATION, TRIGGER_ANNOTATION, Trigger,
 };
 
 /// Everything `decide` looks at.
@@ -88,6 +89,22 @@ pub struct PodFacts {
     pub ready: bool,
     /// The app containers, in spec order (init containers are not the agent).
     pub containers: Vec<ContainerFacts>,
+    /// The agent's own container (`spec.agentContainer`); `None`: the first.
+    pub agent_container: Option<String>,
+    /// What the pod was created for, from its annotations: see [`PodOrigin`].
+    pub origin: PodOrigin,
+}
+
+/// What a pod was created for, written on it at creation, so that a pod whose status write was
+/// lost still tells the next decision what it did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodOrigin {
+    /// The restart it carries out; `None` for a first start or a resume.
+    pub trigger: Option<Trigger>,
+    /// The `restart-requested-at` value handled when it was created.
+    pub handled_restart: Option<String>,
+    /// The `reset-requested-at` value handled when it was created.
+    pub handled_reset: Option<String>,
 }
 
 /// One container's state.
@@ -143,6 +160,14 @@ impl PodFacts {
             .min()
     }
 
+    /// The agent's own container: the one `spec.agentContainer` names, else the first.
+    pub fn agent(&self) -> Option<&ContainerFacts> {
+        match &self.agent_container {
+            Some(name) => self.containers.iter().find(|c| &c.name == name),
+            None => self.containers.first(),
+        }
+    }
+
     /// Not finished and not being deleted: the pod the "one live pod" invariant is about.
     pub fn is_live(&self) -> bool {
         !self.deleting && !self.is_finished()
@@ -153,9 +178,11 @@ impl PodFacts {
         matches!(self.phase, PodPhase::Succeeded | PodPhase::Failed)
     }
 
-    /// Reads the facts from a pod. Missing fields read as "not known yet".
-    pub fn from_pod(pod: &Pod) -> PodFacts {
+    /// Reads the facts from a pod whose agent container is `agent_container` (`None`: the first).
+    /// Missing fields read as "not known yet".
+    pub fn from_pod(pod: &Pod, agent_container: Option<&str>) -> PodFacts {
         let meta = &pod.metadata;
+        let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key)).cloned();
         let status = pod.status.as_ref();
         let condition = |kind: &str| {
             status
@@ -192,11 +219,7 @@ impl PodFacts {
                 .and_then(|l| l.get(ATTEMPT_LABEL))
                 .and_then(|a| a.parse().ok())
                 .unwrap_or(0),
-            template_hash: meta
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(TEMPLATE_HASH_ANNOTATION))
-                .cloned(),
+            template_hash: annotation(TEMPLATE_HASH_ANNOTATION),
             created_at: meta
                 .creation_timestamp
                 .as_ref()
@@ -214,6 +237,12 @@ impl PodFacts {
                 .map(|c| c.reason.clone().unwrap_or_else(|| "Unschedulable".into())),
             ready: condition("Ready").is_some_and(|c| c.status == "True"),
             containers,
+            agent_container: agent_container.map(str::to_string),
+            origin: PodOrigin {
+                trigger: annotation(TRIGGER_ANNOTATION).and_then(|t| Trigger::parse(&t)),
+                handled_restart: annotation(HANDLED_RESTART_ANNOTATION),
+                handled_reset: annotation(HANDLED_RESET_ANNOTATION),
+            },
         }
     }
 }

@@ -3,15 +3,21 @@
 
 use jiff::Timestamp;
 
+use super::observe::PodOrigin;
 use crate::api::{AgentStatus, FailureReason, Shutdown};
 
 /// The outcome of one decision.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Plan {
-    /// Delete this pod (gracefully).
+    /// Delete this pod (gracefully). A plan that deletes a live pod without creating one records
+    /// the status first (a kill is recorded before it happens), and is carried out again by a
+    /// later decision if the delete is lost.
     pub delete_pod: Option<String>,
     /// Create this pod.
     pub create_pod: Option<NewPod>,
+    /// The pod that will replace the deleted one (a manual restart, a rollout): nothing running
+    /// is deleted until the API server has accepted this pod in a dry run.
+    pub validate_pod: Option<NewPod>,
     /// The Agent's status after the plan is carried out.
     pub status: AgentStatus,
     /// A shutdown the operator itself records. It is written apart from the rest of the status,
@@ -32,6 +38,8 @@ pub struct NewPod {
     pub restart_count: u32,
     /// Becomes `AGENT_LAST_FAILURE_REASON` (empty on first start).
     pub last_failure_reason: Option<FailureReason>,
+    /// Written on the pod: what it was created for.
+    pub origin: PodOrigin,
 }
 
 /// An Event to record on the Agent.

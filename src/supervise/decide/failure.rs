@@ -68,7 +68,7 @@ impl Decider<'_> {
             }
             (FailureClass::Disruption, _) => {
                 record.backoff = Some(Duration::ZERO);
-                self.start_next_attempt(Some(record));
+                self.restart_now(record);
             }
             _ => self.counted_failure(&ending, record, ran_for),
         }

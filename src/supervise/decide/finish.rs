@@ -59,10 +59,10 @@ impl Decider<'_> {
         match self.s.phase {
             Some(Phase::Running) if pod_ready => (true, Some("PodReady")),
             Some(Phase::Running) => (false, Some("PodNotReady")),
-            Some(Phase::Pending) if !matches!(self.input.policy, PolicyResolution::Missing(_)) => {
-                (false, Some("PodPending"))
+            Some(Phase::Pending | Phase::BackingOff) | None if self.waiting_for_policy() => {
+                (false, Some("PolicyNotFound"))
             }
-            Some(Phase::Pending) | None => (false, Some("PolicyNotFound")),
+            Some(Phase::Pending) | None => (false, Some("PodPending")),
             Some(Phase::BackingOff) => (false, Some("BackingOff")),
             Some(Phase::CircuitOpen) => (false, Some("CircuitOpen")),
             Some(Phase::Stopped) => (false, self.stop_reason),
@@ -71,8 +71,29 @@ impl Decider<'_> {
         }
     }
 
+    /// No pod runs, and none may be created until the named policy exists.
+    fn waiting_for_policy(&self) -> bool {
+        let live = self
+            .input
+            .pod
+            .as_ref()
+            .is_some_and(|p| p.attempt == self.s.attempt && p.is_live());
+        self.creates_blocked && !live
+    }
+
     pub(super) fn ready_message(&self) -> String {
         let pod = self.s.pod_name.as_deref().unwrap_or("");
+        if let (PolicyResolution::Missing(name), true) =
+            (&self.input.policy, self.waiting_for_policy())
+            && matches!(
+                self.s.phase,
+                Some(Phase::Pending | Phase::BackingOff) | None
+            )
+        {
+            return format!(
+                "RestartPolicy {name} does not exist in this namespace; no pod is started until it does"
+            );
+        }
         match (self.s.phase, self.stop_reason) {
             (Some(Phase::Stopped), Some("RestartLimitExceeded")) => format!(
                 "more than {} restarts within {}; annotate {} to resume",

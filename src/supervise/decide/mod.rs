@@ -15,7 +15,7 @@ use jiff::{SignedDuration, Timestamp};
 use super::backoff;
 use super::classify::{self, Ending, Liveness, Verdict, add};
 use super::conditions::{self, CIRCUIT_BREAKER_OPEN, Desired, POLICY_RESOLVED, READY};
-use super::observe::{Input, PodFacts, PolicyResolution};
+use super::observe::{Input, PodFacts, PodOrigin, PolicyResolution};
 use super::plan::{Event, EventReason, NewPod, Plan, pod_name};
 use super::rules;
 use crate::api::{
@@ -39,6 +39,7 @@ pub fn decide(mut input: Input) -> Plan {
         s: status,
         plan: Plan::default(),
         stop_reason: None,
+        creates_blocked: false,
     };
     d.run();
     d.finish()
@@ -53,6 +54,8 @@ struct Decider<'a> {
     plan: Plan,
     /// Why the agent is being stopped by this decision (the Ready condition's reason).
     stop_reason: Option<&'static str>,
+    /// The named policy is missing: no pod may be created.
+    creates_blocked: bool,
 }
 
 impl<'a> Decider<'a> {
@@ -65,11 +68,16 @@ impl<'a> Decider<'a> {
         if self.s.shutdown.is_some() {
             return self.respect_shutdown();
         }
-        if !self.resolve_policy() {
-            return;
-        }
+        // A missing policy blocks creates, nothing else: suspend, kills and the recording of
+        // failures go on (under the built-in policy) while it is missing.
+        self.creates_blocked = !self.resolve_policy();
         // A lowered historyLimit applies at once, not at the next restart.
         self.s.restart_history.truncate(self.history_limit());
+        let pod = self.current_pod();
+        // Adopted first: the pod says which requests were already handled when it was made.
+        if let Some(pod) = pod.filter(|p| p.attempt > self.s.attempt) {
+            self.adopt(pod);
+        }
         if let Some(value) = new_request(
             &self.input.agent.reset_requested,
             &self.s.handled_reset_request,
@@ -87,11 +95,16 @@ impl<'a> Decider<'a> {
         if self.input.agent.suspend {
             return self.suspend();
         }
-        let pod = self.current_pod();
-        if let Some(pod) = pod.filter(|p| p.attempt > self.s.attempt) {
-            self.adopt(pod);
-        }
         let pod = pod.filter(|p| p.attempt == self.s.attempt && self.s.attempt > 0);
+        if matches!(
+            self.s.phase,
+            Some(Phase::BackingOff | Phase::CircuitOpen | Phase::Stopped)
+        ) && let Some(live) = pod.filter(|p| p.is_live())
+        {
+            // A kill recorded earlier and not carried out (the delete failed, or the operator
+            // stopped between the status write and the delete): carry it out now.
+            self.plan.delete_pod = Some(live.name.clone());
+        }
 
         match self.s.phase {
             Some(Phase::Pending | Phase::Running) if self.s.attempt > 0 => {
@@ -105,7 +118,7 @@ impl<'a> Decider<'a> {
                     .is_none_or(|t| t.0 <= self.now);
                 if due || manual.is_some() {
                     self.manual_event(manual.is_some());
-                    self.start_next_attempt(None);
+                    self.start_next_attempt();
                 } else {
                     self.plan.requeue_at = self.s.next_restart_at.as_ref().map(|t| t.0);
                 }
@@ -115,10 +128,10 @@ impl<'a> Decider<'a> {
                 let rolled = pod.is_some_and(|p| !self.current_template(p));
                 if manual.is_some() {
                     self.manual_event(true);
-                    self.start_next_attempt(Some(self.record(Trigger::Manual)));
+                    self.restart_now(self.record(Trigger::Manual));
                 } else if rolled {
                     self.rollout_event();
-                    self.start_next_attempt(Some(self.record(Trigger::Rollout)));
+                    self.restart_now(self.record(Trigger::Rollout));
                 }
             }
             // First start (also once a missing policy appears), resume after suspend, or resume
@@ -131,7 +144,7 @@ impl<'a> Decider<'a> {
                         self.s.phase = Some(Phase::CircuitOpen);
                         self.circuit_open(manual.is_some());
                     }
-                    None => self.start_next_attempt(None),
+                    None => self.start_next_attempt(),
                 }
             }
         }
@@ -186,7 +199,7 @@ impl<'a> Decider<'a> {
         self.s.next_restart_at = None;
     }
 
-    /// Sets `PolicyResolved`. False when the named policy is missing: then nothing is started.
+    /// Sets `PolicyResolved`. False when the named policy is missing: then no pod is created.
     fn resolve_policy(&mut self) -> bool {
         let (ok, reason, message) = match &self.input.policy {
             PolicyResolution::Named(name, policy) => {
@@ -228,9 +241,6 @@ impl<'a> Decider<'a> {
         );
         if !ok && flipped {
             self.event(EventReason::PolicyNotFound, message);
-        }
-        if !ok && self.s.phase.is_none() {
-            self.s.phase = Some(Phase::Pending);
         }
         ok
     }
@@ -287,14 +297,12 @@ impl<'a> Decider<'a> {
             return self.fail(ending, None);
         };
         if pod.is_live() && manual {
-            self.plan.delete_pod = Some(pod.name.clone());
             self.manual_event(true);
-            return self.start_next_attempt(Some(self.record(Trigger::Manual)));
+            return self.restart_now(self.record(Trigger::Manual));
         }
         if pod.is_live() && !self.current_template(pod) {
-            self.plan.delete_pod = Some(pod.name.clone());
             self.rollout_event();
-            return self.start_next_attempt(Some(self.record(Trigger::Rollout)));
+            return self.restart_now(self.record(Trigger::Rollout));
         }
         let liveness = Liveness {
             heartbeat: self.input.agent.heartbeat.as_ref(),

@@ -5,18 +5,56 @@ use super::*;
 impl Decider<'_> {
     /// The breaker's single probe: HalfOpen, and one restart.
     pub(super) fn probe(&mut self) {
+        if self.creates_blocked {
+            return;
+        }
         self.breaker().state = BreakerState::HalfOpen;
         let note = format!(
             "Circuit breaker half-open: starting one probe (attempt {})",
             self.s.attempt.saturating_add(1)
         );
         self.event(EventReason::CircuitHalfOpen, note);
-        self.start_next_attempt(None);
+        self.start_next_attempt();
     }
 
-    /// Creates the next attempt's pod. A pending restart in the history is completed by it;
-    /// otherwise `record` (if any) is added as a new restart.
-    pub(super) fn start_next_attempt(&mut self, record: Option<RestartRecord>) {
+    /// A restart due now, recorded before anything is done: `record` becomes the pending
+    /// restart, a live pod is killed, and the next decision creates the replacement. So a status
+    /// write lost after the kill, or an operator stopped between the two, can never turn the
+    /// operator's own kill into a lost pod, or forget why it restarted. A manual restart or a
+    /// rollout kills nothing until its replacement is known to be creatable.
+    pub(super) fn restart_now(&mut self, record: RestartRecord) {
+        if let Some(live) = self.current_pod().filter(|p| p.is_live()) {
+            self.plan.delete_pod = Some(live.name.clone());
+            if matches!(record.trigger, Trigger::Manual | Trigger::Rollout) {
+                let restart_count = self.s.restart_count.saturating_add(1);
+                self.plan.validate_pod = Some(self.new_pod(Some(record.trigger), restart_count));
+            }
+        }
+        self.push_history(record);
+        self.s.phase = Some(Phase::BackingOff);
+        self.s.next_restart_at = Some(Time(self.now));
+        self.plan.requeue_at = Some(self.now);
+    }
+
+    /// Creates the next attempt's pod, completing the pending restart in the history if there
+    /// is one. With the named policy missing, nothing is created.
+    pub(super) fn start_next_attempt(&mut self) {
+        if self.creates_blocked {
+            // Held until the policy exists: a first start as Pending, any other as a restart
+            // due now (the attempt's pod is gone, and must not be taken for lost again).
+            if !matches!(
+                self.s.phase,
+                Some(Phase::BackingOff | Phase::CircuitOpen | Phase::Stopped)
+            ) {
+                if self.s.attempt == 0 {
+                    self.s.phase = Some(Phase::Pending);
+                } else {
+                    self.s.phase = Some(Phase::BackingOff);
+                    self.s.next_restart_at = Some(Time(self.now));
+                }
+            }
+            return;
+        }
         // Whatever led here, the attempt being replaced never stays live beside the new one.
         if let Some(live) = self.current_pod().filter(|p| p.is_live()) {
             self.plan.delete_pod = Some(live.name.clone());
@@ -26,24 +64,18 @@ impl Decider<'_> {
             .restart_history
             .first_mut()
             .filter(|r| r.restarted_at.is_none());
-        let restarted = match (pending, record) {
-            (Some(pending), _) => {
-                pending.restarted_at = Some(Time(self.now));
-                Some(pending.class == Some(FailureClass::Transient))
-            }
-            (None, Some(mut record)) => {
-                record.restarted_at = Some(Time(self.now));
-                let counted = record.class == Some(FailureClass::Transient);
-                self.push_history(record);
-                Some(counted)
-            }
-            (None, None) => None,
-        };
-        if let Some(counted) = restarted {
+        let restarted = pending.map(|pending| {
+            pending.restarted_at = Some(Time(self.now));
+            (
+                pending.class == Some(FailureClass::Transient),
+                pending.trigger,
+            )
+        });
+        if let Some((counted, _)) = restarted {
             self.count_restart(counted, self.now);
         }
-        let attempt = self.s.attempt.saturating_add(1);
-        let name = pod_name(&self.input.agent.name, attempt);
+        let new = self.new_pod(restarted.map(|(_, t)| t), self.s.restart_count);
+        let (name, attempt) = (new.name.clone(), new.attempt);
         self.s.attempt = attempt;
         self.s.pod_name = Some(name.clone());
         self.s.phase = Some(Phase::Pending);
@@ -70,19 +102,45 @@ impl Decider<'_> {
             );
             self.event(EventReason::Restarted, note);
         }
-        self.plan.create_pod = Some(NewPod {
-            name,
-            attempt,
-            restart_count: self.s.restart_count,
-            last_failure_reason: self.s.last_failure.as_ref().map(|f| f.reason),
-        });
+        self.plan.create_pod = Some(new);
         self.requeue(add(self.now, self.policy.startup_timeout.as_std()));
     }
 
+    /// The next attempt's pod, made for `trigger` (`None`: a first start or a resume).
+    fn new_pod(&self, trigger: Option<Trigger>, restart_count: u32) -> NewPod {
+        let attempt = self.s.attempt.saturating_add(1);
+        NewPod {
+            name: pod_name(&self.input.agent.name, attempt),
+            attempt,
+            restart_count,
+            last_failure_reason: self.s.last_failure.as_ref().map(|f| f.reason),
+            origin: PodOrigin {
+                trigger,
+                handled_restart: self.s.handled_restart_request.clone(),
+                handled_reset: self.s.handled_reset_request.clone(),
+            },
+        }
+    }
+
     /// A pod of a newer attempt exists that the status does not know: a status write was lost
-    /// after the pod was created. Take it as created.
+    /// after the pod was created. Take it as created, with what it says it was created for: the
+    /// requests it handled are not handled again, and its restart is recorded.
     pub(super) fn adopt(&mut self, pod: &PodFacts) {
         let created = whole_second(pod.created_at);
+        let origin = &pod.origin;
+        if let Some(value) = &origin.handled_reset
+            && self.s.handled_reset_request.as_ref() != Some(value)
+        {
+            // A reset was decided with this pod's creation: its counters are cleared (the pod
+            // itself is the restart it asked for).
+            self.s.handled_reset_request = Some(value.clone());
+            self.s.consecutive_failures = 0;
+            self.s.recent_restarts.clear();
+            *self.breaker() = CircuitBreakerStatus::default();
+        }
+        if let Some(value) = &origin.handled_restart {
+            self.s.handled_restart_request = Some(value.clone());
+        }
         if let Some(pending) = self
             .s
             .restart_history
@@ -92,6 +150,13 @@ impl Decider<'_> {
             pending.restarted_at = Some(Time(created));
             let counted = pending.class == Some(FailureClass::Transient);
             self.count_restart(counted, created);
+        } else if let Some(trigger) = origin.trigger {
+            // The restart's own record was lost with the status write: the pod remembers it.
+            let mut record = self.record(trigger);
+            record.attempt = pod.attempt.saturating_sub(1);
+            record.restarted_at = Some(Time(created));
+            self.push_history(record);
+            self.count_restart(false, created);
         }
         // A pod created while the breaker was open is its probe.
         if self.breaker().state == BreakerState::Open {

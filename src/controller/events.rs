@@ -1,0 +1,103 @@
+//! Events on the Agent, as `kubectl describe` shows them. Notes are cut to what the API server
+//! accepts (1 KiB), so no Event is ever refused for its length.
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::core::error_boundary::InvalidObject;
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
+use kube::{Resource, ResourceExt};
+use tracing::warn;
+
+use super::{Context, Error};
+use crate::api::Agent;
+use crate::supervise::Plan;
+use crate::supervise::classify::truncate_to;
+
+/// The API server refuses an Event whose note is longer than this.
+const NOTE_LIMIT: usize = 1024;
+
+/// Records the plan's Events on the Agent, in order.
+pub async fn publish(agent: &Agent, plan: &Plan, ctx: &Context) {
+    let reference = agent.object_ref(&());
+    for event in &plan.events {
+        let kube_event = KubeEvent {
+            type_: if event.warning() {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: event.reason.as_str().to_string(),
+            note: Some(truncate_to(event.note.clone(), NOTE_LIMIT)),
+            action: event.reason.as_str().to_string(),
+            secondary: event.pod.as_ref().map(|pod| ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                name: Some(pod.clone()),
+                namespace: agent.namespace(),
+                ..ObjectReference::default()
+            }),
+        };
+        if let Err(e) = ctx.recorder.publish(&kube_event, &reference).await {
+            warn!(reason = event.reason.as_str(), error = %e, "could not record an Event");
+        }
+    }
+}
+
+/// A request the API server refuses for good (an invalid pod template, a name taken by someone
+/// else) will not succeed on retry: say so on the Agent, where `kubectl describe` shows it.
+pub fn warn_user(agent: &Agent, error: &Error, ctx: &Context) {
+    if !error.is_permanent() {
+        return;
+    }
+    let event = KubeEvent {
+        type_: EventType::Warning,
+        reason: error.reason().to_string(),
+        note: Some(truncate_to(error.to_string(), NOTE_LIMIT)),
+        action: "Reconcile".to_string(),
+        secondary: None,
+    };
+    let recorder = ctx.recorder.clone();
+    let reference = agent.object_ref(&());
+    tokio::spawn(async move {
+        if let Err(e) = recorder.publish(&event, &reference).await {
+            warn!(error = %e, "could not record an Event");
+        }
+    });
+}
+
+/// An object of `kind` that cannot be decoded (a field written by a newer version, a value out
+/// of range): logged and, on the object itself, a Warning Event. It is skipped; nothing else
+/// waits for it.
+pub async fn report_invalid(recorder: &Recorder, kind: &str, invalid: &InvalidObject) {
+    let meta = &invalid.metadata;
+    let name = meta.name.clone().unwrap_or_default();
+    warn!(
+        kind,
+        namespace = meta.namespace.as_deref().unwrap_or_default(),
+        name,
+        error = %invalid.error,
+        "cannot decode the object: skipped until it changes"
+    );
+    let reference = ObjectReference {
+        api_version: Some(format!("{}/v1alpha1", crate::api::GROUP)),
+        kind: Some(kind.to_string()),
+        name: Some(name),
+        namespace: meta.namespace.clone(),
+        uid: meta.uid.clone(),
+        resource_version: meta.resource_version.clone(),
+        ..ObjectReference::default()
+    };
+    let note = format!(
+        "The operator cannot read this {kind} and leaves it alone until it is fixed: {}",
+        invalid.error
+    );
+    let event = KubeEvent {
+        type_: EventType::Warning,
+        reason: "InvalidObject".to_string(),
+        note: Some(truncate_to(note, NOTE_LIMIT)),
+        action: "Decode".to_string(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&event, &reference).await {
+        warn!(error = %e, "could not record an Event");
+    }
+}
