@@ -52,6 +52,7 @@ use super::{Condition, FailureClass, FailureReason, Time, conditions_schema};
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = agent_spec_rules)]
 pub struct AgentSpec {
     /// The agent's pod. The operator creates one pod from it per attempt, with
     /// `restartPolicy: Never`: the operator, not the kubelet, decides about restarts.
@@ -83,6 +84,17 @@ pub struct AgentSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16))]
     pub volume_claim_templates: Vec<VolumeClaimTemplate>,
+}
+
+fn agent_spec_rules(schema: &mut schemars::Schema) {
+    super::duration::add_rule(
+        schema,
+        serde_json::json!({
+            "rule": "!has(self.agentContainer) || self.template.spec.containers.exists(c, c.name == self.agentContainer)",
+            "message": "agentContainer must name one of the template's containers",
+            "fieldPath": ".agentContainer",
+        }),
+    );
 }
 
 /// Names a RestartPolicy in the Agent's own namespace.

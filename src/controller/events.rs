@@ -9,8 +9,8 @@ use tracing::warn;
 
 use super::{Context, Error};
 use crate::api::Agent;
-use crate::supervise::Plan;
 use crate::supervise::classify::truncate_to;
+use crate::supervise::{Event, Plan};
 
 /// The API server refuses an Event whose note is longer than this.
 const NOTE_LIMIT: usize = 1024;
@@ -19,26 +19,32 @@ const NOTE_LIMIT: usize = 1024;
 pub async fn publish(agent: &Agent, plan: &Plan, ctx: &Context) {
     let reference = agent.object_ref(&());
     for event in &plan.events {
-        let kube_event = KubeEvent {
-            type_: if event.warning() {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: event.reason.as_str().to_string(),
-            note: Some(truncate_to(event.note.clone(), NOTE_LIMIT)),
-            action: event.reason.as_str().to_string(),
-            secondary: event.pod.as_ref().map(|pod| ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Pod".into()),
-                name: Some(pod.clone()),
-                namespace: agent.namespace(),
-                ..ObjectReference::default()
-            }),
-        };
+        let kube_event = to_kube_event(event, agent.namespace());
         if let Err(e) = ctx.recorder.publish(&kube_event, &reference).await {
             warn!(reason = event.reason.as_str(), error = %e, "could not record an Event");
         }
+    }
+}
+
+/// A decision's Event as the API server takes it: the note cut to 1 KiB, the pod it concerns
+/// as the related object.
+fn to_kube_event(event: &Event, namespace: Option<String>) -> KubeEvent {
+    KubeEvent {
+        type_: if event.warning() {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: event.reason.as_str().to_string(),
+        note: Some(truncate_to(event.note.clone(), NOTE_LIMIT)),
+        action: event.reason.as_str().to_string(),
+        secondary: event.pod.as_ref().map(|pod| ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: Some(pod.clone()),
+            namespace,
+            ..ObjectReference::default()
+        }),
     }
 }
 
@@ -99,5 +105,31 @@ pub async fn report_invalid(recorder: &Recorder, kind: &str, invalid: &InvalidOb
     };
     if let Err(e) = recorder.publish(&event, &reference).await {
         warn!(error = %e, "could not record an Event");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::supervise::EventReason;
+
+    #[test]
+    fn no_note_exceeds_a_kibibyte_and_the_pod_is_the_related_object() {
+        let event = Event {
+            reason: EventReason::ShutdownRespected,
+            note: format!(
+                "Agent shut down, economic ({}): left alone",
+                "é".repeat(900)
+            ),
+            pod: Some("a-3".to_string()),
+        };
+        let kube_event = to_kube_event(&event, Some("team".to_string()));
+        let note = kube_event.note.unwrap();
+        assert!(note.len() <= 1024, "{} bytes", note.len());
+        assert!(note.starts_with("Agent shut down, economic (éé"));
+        let related = kube_event.secondary.unwrap();
+        assert_eq!(related.name.as_deref(), Some("a-3"));
+        assert_eq!(related.namespace.as_deref(), Some("team"));
+        assert_eq!(kube_event.type_, EventType::Normal);
     }
 }
