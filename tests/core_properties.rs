@@ -13,7 +13,8 @@ use agent_supervisor::api::{
 use agent_supervisor::supervise::backoff;
 use agent_supervisor::supervise::observe::{ContainerFacts, ContainerPhase, PodPhase, Termination};
 use agent_supervisor::supervise::{
-    AgentFacts, EventReason, Input, LeaseFacts, Plan, PodFacts, PolicyResolution, decide, pod_name,
+    AgentFacts, EventReason, Input, LeaseFacts, Plan, PodFacts, PodOrigin, PolicyResolution,
+    decide, pod_name,
 };
 use jiff::{SignedDuration, Timestamp};
 use proptest::prelude::*;
@@ -444,7 +445,29 @@ fn arb_container_phase() -> BoxedStrategy<ContainerPhase> {
 
 /// A pod, and which attempt it is relative to the status's: the one before, the same, the
 /// next one, or any.
+/// A pod as `arb_pod_shape` makes it, naming (or not) its agent container, and carrying what it
+/// was created for.
 fn arb_pod() -> BoxedStrategy<(i64, PodFacts)> {
+    (
+        arb_pod_shape(),
+        proptest::option::of(prop_oneof![Just("c0"), Just("c1"), Just("missing")]),
+        proptest::option::of(proptest::sample::select(Trigger::ALL.to_vec())),
+        proptest::option::of("r[0-2]"),
+        proptest::option::of("r[0-2]"),
+    )
+        .prop_map(|((relative, mut pod), agent, trigger, restart, reset)| {
+            pod.agent_container = agent.map(str::to_string);
+            pod.origin = PodOrigin {
+                trigger,
+                handled_restart: restart,
+                handled_reset: reset,
+            };
+            (relative, pod)
+        })
+        .boxed()
+}
+
+fn arb_pod_shape() -> BoxedStrategy<(i64, PodFacts)> {
     (
         prop_oneof![Just(-1i64), Just(0), Just(0), Just(1), Just(i64::MIN)],
         any::<u32>(),
@@ -824,6 +847,54 @@ proptest! {
             prop_assert!(input.status.shutdown.is_none());
             prop_assert!(!input.agent.suspend);
             prop_assert!(!matches!(input.policy, PolicyResolution::Missing(_)));
+        }
+    }
+
+    #[test]
+    fn a_failure_is_recorded_before_any_pod_replaces_it(input in arb_input()) {
+        let plan = decide(input.clone());
+        if plan.create_pod.is_some() {
+            prop_assert_eq!(
+                &plan.status.last_failure,
+                &input.status.last_failure,
+                "a decision that creates a pod records no failure: the failure was written first"
+            );
+            prop_assert!(plan.record_shutdown.is_none());
+        }
+    }
+
+    #[test]
+    fn an_adopted_pod_is_never_restarted_for_a_request_it_already_served(input in arb_input()) {
+        let plan = decide(input.clone());
+        let Some(pod) = &input.pod else { return Ok(()) };
+        let adopted = pod.attempt > input.status.attempt
+            && input.status.shutdown.is_none()
+            && pod.origin.handled_restart.is_some()
+            && pod.origin.handled_restart == input.agent.restart_requested;
+        if adopted {
+            prop_assert_eq!(&plan.status.handled_restart_request, &pod.origin.handled_restart);
+            prop_assert!(
+                !plan.events.iter().any(|e| e.reason == EventReason::ManualRestart),
+                "the request the pod was created for is not acted on again"
+            );
+        }
+    }
+
+    #[test]
+    fn a_recorded_kill_is_carried_out_while_the_pod_lives(input in arb_input()) {
+        let plan = decide(input.clone());
+        let stopped = matches!(
+            input.status.phase,
+            Some(Phase::BackingOff | Phase::CircuitOpen | Phase::Stopped)
+        );
+        if let Some(pod) = &input.pod
+            && stopped
+            && input.status.shutdown.is_none()
+            && input.status.attempt > 0
+            && pod.attempt == input.status.attempt
+            && pod.is_live()
+        {
+            prop_assert_eq!(plan.delete_pod.as_ref(), Some(&pod.name));
         }
     }
 
