@@ -23,6 +23,17 @@ pub struct Record {
     pub restarted: bool,
 }
 
+/// The last failure without its time and message (a HeartbeatLost message says how long the
+/// Lease was silent).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LastFailure {
+    pub reason: FailureReason,
+    pub class: FailureClass,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub pod_name: Option<String>,
+}
+
 /// The deterministic part of an Agent's status, and of its pods.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Normal {
@@ -33,15 +44,7 @@ pub struct Normal {
     pub consecutive_failures: u32,
     /// Whether a restart is scheduled (the time itself depends on when the failure was seen).
     pub restart_scheduled: bool,
-    /// The last failure: reason, class, exit code, signal and pod (not its time or message:
-    /// a HeartbeatLost message says how long the lease was silent).
-    pub last_failure: Option<(
-        FailureReason,
-        FailureClass,
-        Option<i32>,
-        Option<i32>,
-        Option<String>,
-    )>,
+    pub last_failure: Option<LastFailure>,
     pub history: Vec<Record>,
     /// State, trips, and how long it stays open (`halfOpenAt − openedAt`, whole seconds): the
     /// open duration is decided once per trip, so a repeated decision must not stretch it.
@@ -76,10 +79,13 @@ impl Normal {
             restart_count: status.restart_count,
             consecutive_failures: status.consecutive_failures,
             restart_scheduled: status.next_restart_at.is_some(),
-            last_failure: status
-                .last_failure
-                .as_ref()
-                .map(|f| (f.reason, f.class, f.exit_code, f.signal, f.pod_name.clone())),
+            last_failure: status.last_failure.as_ref().map(|f| LastFailure {
+                reason: f.reason,
+                class: f.class,
+                exit_code: f.exit_code,
+                signal: f.signal,
+                pod_name: f.pod_name.clone(),
+            }),
             history: status
                 .restart_history
                 .iter()
