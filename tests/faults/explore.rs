@@ -36,8 +36,10 @@ static SLOTS: LazyLock<Semaphore> = LazyLock::new(|| {
 
 /// What one run ended with.
 struct Outcome {
-    /// The end state, or why the scenario never reached it.
-    end: Result<Normal, String>,
+    /// The end state (or the state it was stuck in).
+    end: Normal,
+    /// Why the scenario never reached its end.
+    stuck: Option<String>,
     /// The first operator's mutating requests (all of them, for an uninterrupted run).
     mutations: Vec<Mutation>,
     /// Whether the crash happened.
@@ -74,10 +76,13 @@ fn crash_points(m: usize) -> Vec<usize> {
 pub async fn explore(scenario: &'static Scenario) {
     let started = Instant::now();
     let baseline = run_once(scenario, None).await;
-    let want = match &baseline.end {
-        Ok(end) => end.clone(),
-        Err(e) => panic!("{}: the uninterrupted run failed: {e}", scenario.name),
-    };
+    if let Some(e) = &baseline.stuck {
+        panic!(
+            "{}: the uninterrupted run failed: {e}\nstate: {:#?}",
+            scenario.name, baseline.end
+        );
+    }
+    let want = baseline.end.clone();
     assert!(
         baseline.violations.is_empty(),
         "{}: the uninterrupted run broke invariants: {:?}",
@@ -104,10 +109,8 @@ pub async fn explore(scenario: &'static Scenario) {
             not_reached.push(k);
         }
         let mut problems = outcome.violations.clone();
-        match &outcome.end {
-            Ok(end) => problems.extend(want.diff(end)),
-            Err(e) => problems.push(format!("stuck: {e}")),
-        }
+        problems.extend(outcome.stuck.iter().map(|e| format!("stuck: {e}")));
+        problems.extend(want.diff(&outcome.end));
         let events = event_diff(&baseline.events, &outcome.events);
         if problems.is_empty() {
             if !events.is_empty() {
@@ -202,7 +205,7 @@ async fn run_once(scenario: &'static Scenario, crash_at: Option<usize>) -> Outco
     let driven = AssertUnwindSafe((scenario.drive)(&run))
         .catch_unwind()
         .await;
-    let end = match driven {
+    let stuck = match driven {
         Ok(()) => {
             let crashed_before_the_end = faults.has_crashed();
             tokio::time::sleep(SETTLE).await;
@@ -210,14 +213,17 @@ async fn run_once(scenario: &'static Scenario, crash_at: Option<usize>) -> Outco
                 // Crashed while settling: give the fresh operator its own time to settle.
                 tokio::time::sleep(SETTLE).await;
             }
-            Ok(Normal::of(&run.status().await, &monitor.created()))
+            None
         }
-        Err(panic) => Err(panic
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "the scenario panicked".into())),
+        Err(panic) => Some(
+            panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "the scenario panicked".into()),
+        ),
     };
+    let end = Normal::of(&run.status().await, &monitor.created());
     let events = run.ns.events(run.agent).await.into_iter().fold(
         BTreeMap::new(),
         |mut counts, (reason, _)| {
@@ -229,6 +235,7 @@ async fn run_once(scenario: &'static Scenario, crash_at: Option<usize>) -> Outco
     let _ = supervisor.await;
     Outcome {
         end,
+        stuck,
         mutations: faults.mutations(),
         crashed: faults.has_crashed(),
         after_crash: fresh.mutations(),

@@ -82,13 +82,16 @@ impl Run {
         .await
     }
 
-    /// Waits until the Agent runs `attempt` (status and pod both say so).
-    pub async fn running(&self, attempt: u32) {
-        self.until(&format!("attempt {attempt} Running"), |s| {
-            s.phase == Some(Phase::Running) && s.attempt == attempt
-        })
-        .await;
-        self.pod_running(attempt).await;
+    /// Waits until the Agent runs `attempt` or a later one (status and pod both say so), and
+    /// returns the attempt: a later one is a bug the end state will show, not a reason to hang.
+    pub async fn running(&self, attempt: u32) -> u32 {
+        let status = self
+            .until(&format!("attempt {attempt} Running"), |s| {
+                s.phase == Some(Phase::Running) && s.attempt >= attempt
+            })
+            .await;
+        self.pod_running(status.attempt).await;
+        status.attempt
     }
 
     /// Waits until attempt's pod runs (kwok started it).
@@ -124,11 +127,12 @@ impl Run {
         .await;
     }
 
-    /// Ends attempt's container as the kubelet reports it, once the attempt runs.
+    /// Ends the current attempt's container as the kubelet reports it, once `attempt` (or a
+    /// later one) runs.
     pub async fn end(&self, attempt: u32, exit_code: i32, reason: &str, message: &str) {
-        self.running(attempt).await;
+        let current = self.running(attempt).await;
         self.ns
-            .terminate(&self.pod(attempt), exit_code, reason, message)
+            .terminate(&self.pod(current), exit_code, reason, message)
             .await;
     }
 
