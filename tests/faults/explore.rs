@@ -18,8 +18,8 @@ use crate::steps::Run;
 use crate::support::faults::{Faults, Mutation};
 use crate::support::{Operator, TestNamespace};
 
-/// Quick mode explores at most this many crash points per scenario, spread evenly.
-const QUICK_POINTS: usize = 6;
+/// Quick mode explores at most this many crash points per scenario.
+const QUICK_POINTS: usize = 8;
 
 /// After the end state is reached, the operator is given this long to do something wrong (a
 /// repeated action, a late write over the end state) before the state is read.
@@ -51,25 +51,42 @@ struct Outcome {
     events: BTreeMap<String, usize>,
 }
 
-/// The crash points to explore for a scenario of `m` mutating requests: `FAULTS_K=3,7` picks
-/// them; `FAULTS=thorough` takes every one; else every one up to `QUICK_POINTS`, or that many
+/// The crash points to explore, given the uninterrupted run's requests: `FAULTS_K=3,7` picks
+/// them; `FAULTS=thorough` takes every one; else (quick) the requests that act or record —
+/// everything but Events, whose loss only loses that Event — at most `QUICK_POINTS` of them,
 /// spread evenly from the first to the last.
-fn crash_points(m: usize) -> Vec<usize> {
+fn crash_points(baseline: &[Mutation]) -> Vec<usize> {
     if let Ok(list) = std::env::var("FAULTS_K") {
         return list
             .split(',')
             .map(|k| k.trim().parse().expect("FAULTS_K is a list of numbers"))
             .collect();
     }
-    let thorough = std::env::var("FAULTS").is_ok_and(|v| v == "thorough");
-    if thorough || m <= QUICK_POINTS {
-        return (1..=m).collect();
+    if std::env::var("FAULTS").is_ok_and(|v| v == "thorough") {
+        return (1..=baseline.len()).collect();
+    }
+    let acts: Vec<usize> = baseline
+        .iter()
+        .filter(|m| !m.path.ends_with("/events"))
+        .map(|m| m.index)
+        .collect();
+    if acts.len() <= QUICK_POINTS {
+        return acts;
     }
     let mut points: Vec<usize> = (0..QUICK_POINTS)
-        .map(|i| 1 + i * (m - 1) / (QUICK_POINTS - 1))
+        .map(|i| acts[i * (acts.len() - 1) / (QUICK_POINTS - 1)])
         .collect();
     points.dedup();
     points
+}
+
+/// How many times each crash point is run (`FAULTS_REPEAT`, default 1): the operator's
+/// requests interleave differently from run to run, and so do some of its bugs.
+fn repeat() -> usize {
+    std::env::var("FAULTS_REPEAT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
 }
 
 /// Explores `scenario` and panics with every broken invariant and every diverging end state.
@@ -96,11 +113,13 @@ pub async fn explore(scenario: &'static Scenario) {
         lines(&baseline.mutations)
     );
 
-    let points = crash_points(m);
+    let points = crash_points(&baseline.mutations);
     let runs: Vec<_> = points
         .iter()
-        .map(|&k| (k, tokio::spawn(run_once(scenario, Some(k)))))
+        .flat_map(|&k| std::iter::repeat_n(k, repeat()))
+        .map(|k| (k, tokio::spawn(run_once(scenario, Some(k)))))
         .collect();
+    let explored = runs.len();
     let mut failures = Vec::new();
     let mut not_reached = Vec::new();
     for (k, run) in runs {
@@ -112,16 +131,26 @@ pub async fn explore(scenario: &'static Scenario) {
         problems.extend(outcome.stuck.iter().map(|e| format!("stuck: {e}")));
         problems.extend(want.diff(&outcome.end));
         let events = event_diff(&baseline.events, &outcome.events);
-        if problems.is_empty() {
-            if !events.is_empty() {
-                eprintln!("faults: {}: k={k}: Events differ: {events}", scenario.name);
-            }
-            continue;
-        }
         let at = outcome
             .mutations
             .get(k - 1)
             .map_or("(not reached)".to_string(), |m| m.to_string());
+        if problems.is_empty() {
+            if events.contains('+') {
+                // An Event the uninterrupted run never had: a decision it never made.
+                eprintln!(
+                    "faults: {}: k={k}, crash after {at}: extra Events: {events}; requests of the restarted operator:\n  {}",
+                    scenario.name,
+                    lines(&outcome.after_crash)
+                );
+            } else if !events.is_empty() {
+                eprintln!(
+                    "faults: {}: k={k}, crash after {at}: Events lost: {events}",
+                    scenario.name
+                );
+            }
+            continue;
+        }
         failures.push(format!(
             "k={k}, crash after {at}:\n    - {}\n    Events: {}\n    requests before the crash:\n      {}\n    requests of the restarted operator:\n      {}",
             problems.join("\n    - "),
@@ -133,7 +162,7 @@ pub async fn explore(scenario: &'static Scenario) {
     eprintln!(
         "faults: {}: explored {} crash points ({m} mutating requests) in {:.0}s{}",
         scenario.name,
-        points.len(),
+        explored,
         started.elapsed().as_secs_f64(),
         if not_reached.is_empty() {
             String::new()
@@ -146,7 +175,7 @@ pub async fn explore(scenario: &'static Scenario) {
         "{}: the end state after a crash differs from the uninterrupted run's\n{want:#?}\nin {} of {} runs:\n  {}",
         scenario.name,
         failures.len(),
-        points.len(),
+        explored,
         failures.join("\n  ")
     );
 }

@@ -4,8 +4,10 @@
 //! in the uninterrupted run's state, with at most one live pod per Agent and no pod created
 //! twice at every moment.
 //!
-//! `FAULTS=thorough` explores every crash point of every scenario (the default explores a few
-//! of each, spread evenly); `FAULTS_K=3,7` only those; `FAULTS_CONCURRENCY` runs at once [4].
+//! By default (quick) each scenario explores at most 8 crash points, spread over its requests
+//! that act or record (not Events); `FAULTS=thorough` explores every crash point; `FAULTS_K=3,7`
+//! only those; `FAULTS_REPEAT=n` runs each n times (some bugs depend on how requests
+//! interleave); `FAULTS_CONCURRENCY` runs at once across the binary [4].
 
 #[path = "../support/mod.rs"]
 mod support;
