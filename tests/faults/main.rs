@@ -13,6 +13,7 @@
 mod support;
 
 mod explore;
+mod layer;
 mod monitor;
 mod normal;
 mod scenarios;

@@ -140,3 +140,47 @@ impl Drop for PodMonitor {
         self.task.abort();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(name: &str, uid: &str, phase: &str, deleting: bool) -> Pod {
+        let mut pod: Pod = serde_json::from_value(json!({
+            "metadata": { "name": name, "uid": uid, "labels": { "supervisor.dev/agent": "a" } },
+            "status": { "phase": phase },
+        }))
+        .unwrap();
+        if deleting {
+            pod.metadata.deletion_timestamp = Some(
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
+            );
+        }
+        pod
+    }
+
+    #[test]
+    fn two_live_pods_of_one_agent_are_caught_and_a_finished_or_deleting_one_is_not_live() {
+        let mut seen = Seen::default();
+        seen.apply(pod("a-1", "u1", "Running", false));
+        seen.apply(pod("a-1", "u1", "Failed", false));
+        seen.apply(pod("a-2", "u2", "Running", false));
+        assert!(seen.violations.is_empty(), "{:?}", seen.violations);
+        seen.apply(pod("a-2", "u2", "Running", true));
+        seen.apply(pod("a-3", "u3", "Pending", false));
+        assert!(seen.violations.is_empty(), "{:?}", seen.violations);
+        seen.apply(pod("a-4", "u4", "Pending", false));
+        assert_eq!(seen.violations.len(), 1, "{:?}", seen.violations);
+        assert_eq!(seen.created, ["a-1", "a-2", "a-3", "a-4"]);
+    }
+
+    #[test]
+    fn a_name_created_again_is_caught() {
+        let mut seen = Seen::default();
+        seen.apply(pod("a-1", "u1", "Failed", false));
+        seen.pods.clear();
+        seen.apply(pod("a-1", "u2", "Pending", false));
+        assert_eq!(seen.violations.len(), 1, "{:?}", seen.violations);
+    }
+}
