@@ -8,6 +8,7 @@
 //! control plane panics with the reason; it never skips.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod faults;
 pub mod kubelet;
 
 use std::path::{Path, PathBuf};

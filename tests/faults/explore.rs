@@ -1,0 +1,283 @@
+//! Exploring one scenario: an uninterrupted run counts the operator's M mutating requests and
+//! gives the end state; then, for each chosen k in 1..=M, a run whose operator crashes right
+//! after its k-th mutating request and is replaced by a fresh one must end in the same state,
+//! with the invariants held throughout.
+
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use tokio::sync::Semaphore;
+
+use crate::monitor::PodMonitor;
+use crate::normal::Normal;
+use crate::scenarios::Scenario;
+use crate::steps::Run;
+use crate::support::faults::{Faults, Mutation};
+use crate::support::{Operator, TestNamespace};
+
+/// Quick mode explores at most this many crash points per scenario.
+const QUICK_POINTS: usize = 8;
+
+/// After the end state is reached, the operator is given this long to do something wrong (a
+/// repeated action, a late write over the end state) before the state is read.
+const SETTLE: Duration = Duration::from_secs(2);
+
+/// Runs at once across the whole binary (`FAULTS_CONCURRENCY`, default 4).
+static SLOTS: LazyLock<Semaphore> = LazyLock::new(|| {
+    let permits = std::env::var("FAULTS_CONCURRENCY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4);
+    Semaphore::new(permits)
+});
+
+/// What one run ended with.
+struct Outcome {
+    /// The end state (or the state it was stuck in).
+    end: Normal,
+    /// Why the scenario never reached its end.
+    stuck: Option<String>,
+    /// The first operator's mutating requests (all of them, for an uninterrupted run).
+    mutations: Vec<Mutation>,
+    /// Whether the crash happened.
+    crashed: bool,
+    /// The mutating requests of the operator started after the crash.
+    after_crash: Vec<Mutation>,
+    violations: Vec<String>,
+    /// The reasons of the Events recorded about the agent, with how many of each.
+    events: BTreeMap<String, usize>,
+}
+
+/// The crash points to explore, given the uninterrupted run's requests: `FAULTS_K=3,7` picks
+/// them; `FAULTS=thorough` takes every one; else (quick) the requests that act or record —
+/// everything but Events, whose loss only loses that Event — at most `QUICK_POINTS` of them,
+/// spread evenly from the first to the last.
+fn crash_points(baseline: &[Mutation]) -> Vec<usize> {
+    if let Ok(list) = std::env::var("FAULTS_K") {
+        return list
+            .split(',')
+            .map(|k| k.trim().parse().expect("FAULTS_K is a list of numbers"))
+            .collect();
+    }
+    if std::env::var("FAULTS").is_ok_and(|v| v == "thorough") {
+        return (1..=baseline.len()).collect();
+    }
+    let acts: Vec<usize> = baseline
+        .iter()
+        .filter(|m| !m.path.ends_with("/events"))
+        .map(|m| m.index)
+        .collect();
+    if acts.len() <= QUICK_POINTS {
+        return acts;
+    }
+    let mut points: Vec<usize> = (0..QUICK_POINTS)
+        .map(|i| acts[i * (acts.len() - 1) / (QUICK_POINTS - 1)])
+        .collect();
+    points.dedup();
+    points
+}
+
+/// How many times each crash point is run (`FAULTS_REPEAT`, default 1): the operator's
+/// requests interleave differently from run to run, and so do some of its bugs.
+fn repeat() -> usize {
+    std::env::var("FAULTS_REPEAT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+}
+
+/// Explores `scenario` and panics with every broken invariant and every diverging end state.
+pub async fn explore(scenario: &'static Scenario) {
+    let started = Instant::now();
+    let baseline = run_once(scenario, None).await;
+    if let Some(e) = &baseline.stuck {
+        panic!(
+            "{}: the uninterrupted run failed: {e}\nstate: {:#?}",
+            scenario.name, baseline.end
+        );
+    }
+    let want = baseline.end.clone();
+    assert!(
+        baseline.violations.is_empty(),
+        "{}: the uninterrupted run broke invariants: {:?}",
+        scenario.name,
+        baseline.violations
+    );
+    let m = baseline.mutations.len();
+    eprintln!(
+        "faults: {}: uninterrupted run: {m} mutating requests:\n  {}",
+        scenario.name,
+        lines(&baseline.mutations)
+    );
+
+    let points = crash_points(&baseline.mutations);
+    let runs: Vec<_> = points
+        .iter()
+        .flat_map(|&k| std::iter::repeat_n(k, repeat()))
+        .map(|k| (k, tokio::spawn(run_once(scenario, Some(k)))))
+        .collect();
+    let explored = runs.len();
+    let mut failures = Vec::new();
+    let mut not_reached = Vec::new();
+    for (k, run) in runs {
+        let outcome = run.await.expect("a run's own panics are caught");
+        if !outcome.crashed {
+            not_reached.push(k);
+        }
+        let mut problems = outcome.violations.clone();
+        problems.extend(outcome.stuck.iter().map(|e| format!("stuck: {e}")));
+        problems.extend(want.diff(&outcome.end));
+        let events = event_diff(&baseline.events, &outcome.events);
+        let at = outcome
+            .mutations
+            .get(k - 1)
+            .map_or("(not reached)".to_string(), |m| m.to_string());
+        if problems.is_empty() {
+            if events.contains('+') {
+                // An Event the uninterrupted run never had: a decision it never made.
+                eprintln!(
+                    "faults: {}: k={k}, crash after {at}: extra Events: {events}; requests of the restarted operator:\n  {}",
+                    scenario.name,
+                    lines(&outcome.after_crash)
+                );
+            } else if !events.is_empty() {
+                eprintln!(
+                    "faults: {}: k={k}, crash after {at}: Events lost: {events}",
+                    scenario.name
+                );
+            }
+            continue;
+        }
+        failures.push(format!(
+            "k={k}, crash after {at}:\n    - {}\n    Events: {}\n    requests before the crash:\n      {}\n    requests of the restarted operator:\n      {}",
+            problems.join("\n    - "),
+            if events.is_empty() { "as uninterrupted" } else { &events },
+            lines(&outcome.mutations).replace("\n  ", "\n      "),
+            lines(&outcome.after_crash).replace("\n  ", "\n      "),
+        ));
+    }
+    eprintln!(
+        "faults: {}: explored {} crash points ({m} mutating requests) in {:.0}s{}",
+        scenario.name,
+        explored,
+        started.elapsed().as_secs_f64(),
+        if not_reached.is_empty() {
+            String::new()
+        } else {
+            format!("; crash point not reached (fewer requests this time): k={not_reached:?}")
+        }
+    );
+    assert!(
+        failures.is_empty(),
+        "{}: the end state after a crash differs from the uninterrupted run's\n{want:#?}\nin {} of {} runs:\n  {}",
+        scenario.name,
+        failures.len(),
+        explored,
+        failures.join("\n  ")
+    );
+}
+
+fn lines(mutations: &[Mutation]) -> String {
+    if mutations.is_empty() {
+        return "(none)".into();
+    }
+    mutations
+        .iter()
+        .map(Mutation::to_string)
+        .collect::<Vec<_>>()
+        .join("\n  ")
+}
+
+/// Event reasons missing or extra, as `-Reason +Reason`.
+fn event_diff(want: &BTreeMap<String, usize>, got: &BTreeMap<String, usize>) -> String {
+    let mut words = Vec::new();
+    for (reason, &n) in want {
+        let g = got.get(reason).copied().unwrap_or(0);
+        if g < n {
+            words.push(format!("-{reason}x{}", n - g));
+        }
+    }
+    for (reason, &n) in got {
+        let w = want.get(reason).copied().unwrap_or(0);
+        if n > w {
+            words.push(format!("+{reason}x{}", n - w));
+        }
+    }
+    words.join(" ")
+}
+
+/// One run of `scenario` in a fresh namespace; with `crash_at`, the operator crashes right
+/// after its k-th mutating request and a fresh one takes over.
+async fn run_once(scenario: &'static Scenario, crash_at: Option<usize>) -> Outcome {
+    let _slot = SLOTS
+        .acquire()
+        .await
+        .expect("the semaphore is never closed");
+    let ns = TestNamespace::new().await;
+    static CRDS: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    CRDS.get_or_init(|| crate::support::install_crds(&ns.client))
+        .await;
+    let monitor = PodMonitor::start(&ns).await;
+    let faults = crash_at.map_or_else(Faults::counting, Faults::crash_after);
+    let fresh = Faults::counting();
+    let operator = Operator::start_with(faults.client().await, &ns.name);
+    let supervisor = tokio::spawn(restart_on_crash(
+        faults.clone(),
+        operator,
+        fresh.clone(),
+        ns.name.clone(),
+    ));
+    let run = Run::new(ns, scenario.agent);
+    let driven = AssertUnwindSafe((scenario.drive)(&run))
+        .catch_unwind()
+        .await;
+    let stuck = match driven {
+        Ok(()) => {
+            let crashed_before_the_end = faults.has_crashed();
+            tokio::time::sleep(SETTLE).await;
+            if faults.has_crashed() && !crashed_before_the_end {
+                // Crashed while settling: give the fresh operator its own time to settle.
+                tokio::time::sleep(SETTLE).await;
+            }
+            None
+        }
+        Err(panic) => Some(
+            panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "the scenario panicked".into()),
+        ),
+    };
+    let end = Normal::of(&run.status().await, &monitor.created());
+    let events = run.ns.events(run.agent).await.into_iter().fold(
+        BTreeMap::new(),
+        |mut counts, (reason, _)| {
+            *counts.entry(reason).or_insert(0) += 1;
+            counts
+        },
+    );
+    supervisor.abort();
+    let _ = supervisor.await;
+    Outcome {
+        end,
+        stuck,
+        mutations: faults.mutations(),
+        crashed: faults.has_crashed(),
+        after_crash: fresh.mutations(),
+        violations: monitor.violations(),
+        events,
+    }
+}
+
+/// Holds the operator; when it crashes, kills it and starts a fresh one on a healthy client,
+/// held until this task is aborted.
+async fn restart_on_crash(faults: Faults, operator: Operator, fresh: Faults, namespace: String) {
+    faults.crashed().await;
+    operator.kill().await;
+    let _operator = Operator::start_with(fresh.client().await, &namespace);
+    std::future::pending::<()>().await;
+}

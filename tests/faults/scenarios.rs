@@ -1,0 +1,219 @@
+//! The scenarios, each a short story with one agent that ends in a steady state: the
+//! uninterrupted run's end state is what every crashed run must reach too.
+
+use agent_supervisor::api::{BreakerState, Phase};
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+
+use crate::steps::Run;
+
+/// A scenario: its name, its agent, and the story (policy, agent, what the user and the
+/// kubelet do, and the end state waited for).
+pub struct Scenario {
+    pub name: &'static str,
+    pub agent: &'static str,
+    pub drive: for<'a> fn(&'a Run) -> BoxFuture<'a, ()>,
+}
+
+/// Exponential from 1s, no jitter, no breaker, nothing reset during a run.
+fn fast_policy() -> Value {
+    json!({
+        "backoff": { "type": "Exponential", "initialDelay": "1s", "maxDelay": "1m", "jitter": 0.0 },
+        "circuitBreaker": { "failureThreshold": 0 },
+        "resetAfter": "10m",
+    })
+}
+
+pub const CRASH_RESTART: Scenario = Scenario {
+    name: "crash-backoff-restart",
+    agent: "crasher",
+    drive: |run| Box::pin(crash_restart(run)),
+};
+
+/// Two crashes, each restarted after its backoff (1s, then 2s).
+async fn crash_restart(run: &Run) {
+    run.create_policy(fast_policy()).await;
+    run.create_agent(json!({})).await;
+    run.end(1, 1, "Error", "boom: model API returned 500").await;
+    run.end(2, 137, "OOMKilled", "").await;
+    run.running(3).await;
+    run.until("restartCount 2", |s| s.restart_count >= 2).await;
+}
+
+pub const MANUAL_RESTART: Scenario = Scenario {
+    name: "manual-restart",
+    agent: "worker",
+    drive: |run| Box::pin(manual_restart(run)),
+};
+
+/// A restart requested with the annotation, carried out once.
+async fn manual_restart(run: &Run) {
+    run.create_policy(fast_policy()).await;
+    run.create_agent(json!({})).await;
+    run.running(1).await;
+    run.patch(json!({ "metadata": { "annotations": {
+        "supervisor.dev/restart-requested-at": "2026-11-21T10:00:00Z" } } }))
+        .await;
+    run.running(2).await;
+    run.until("the request handled", |s| {
+        s.handled_restart_request.as_deref() == Some("2026-11-21T10:00:00Z")
+    })
+    .await;
+    run.pod_stopped(1).await;
+}
+
+pub const ROLLOUT: Scenario = Scenario {
+    name: "rollout",
+    agent: "roller",
+    drive: |run| Box::pin(rollout(run)),
+};
+
+/// A template change replaces the pod, counting toward nothing.
+async fn rollout(run: &Run) {
+    run.create_policy(fast_policy()).await;
+    run.create_agent(json!({})).await;
+    run.running(1).await;
+    run.patch(json!({ "spec": { "template": { "spec": { "containers": [
+        { "name": "agent", "image": "example.invalid/agent:2" }] } } } }))
+        .await;
+    run.running(2).await;
+    run.until("generation 2 observed", |s| {
+        s.observed_generation >= Some(2)
+    })
+    .await;
+    run.pod_stopped(1).await;
+}
+
+pub const HEARTBEAT: Scenario = Scenario {
+    name: "heartbeat-kill",
+    agent: "beater",
+    drive: |run| Box::pin(heartbeat(run)),
+};
+
+/// The Lease is renewed only by attempt 2's holder: attempt 1 is hung once its grace period is
+/// over, killed, and restarted at once; attempt 2 stays.
+async fn heartbeat(run: &Run) {
+    run.create_policy(json!({
+        "backoff": { "type": "Immediate" },
+        "circuitBreaker": { "failureThreshold": 0 },
+        "resetAfter": "10m",
+    }))
+    .await;
+    run.heartbeat(run.pod(2));
+    run.create_agent(json!({ "heartbeat": { "timeout": "2s", "gracePeriod": "3s" } }))
+        .await;
+    run.pod_running(1).await;
+    run.running(2).await;
+    run.until("the HeartbeatLost restart", |s| s.restart_count >= 1)
+        .await;
+    run.pod_stopped(1).await;
+}
+
+pub const BREAKER: Scenario = Scenario {
+    name: "breaker-open-probe-reopen",
+    agent: "flaky",
+    drive: |run| Box::pin(breaker(run)),
+};
+
+/// Two crashes open the breaker (2s); the probe crashes too and opens it again, for a minute.
+async fn breaker(run: &Run) {
+    run.create_policy(json!({
+        "backoff": { "type": "Immediate", "jitter": 0.0 },
+        "resetAfter": "10m",
+        "circuitBreaker": { "failureThreshold": 2, "openDuration": "2s",
+            "openDurationMultiplier": 30.0, "maxOpenDuration": "5m" },
+    }))
+    .await;
+    run.create_agent(json!({})).await;
+    run.end(1, 1, "Error", "crash").await;
+    run.end(2, 1, "Error", "crash").await;
+    run.until("the breaker open", |s| {
+        s.phase == Some(Phase::CircuitOpen)
+            && s.circuit_breaker.as_ref().is_some_and(|b| b.trips >= 1)
+    })
+    .await;
+    run.until("the probe", |s| {
+        s.circuit_breaker
+            .as_ref()
+            .is_some_and(|b| b.state == BreakerState::HalfOpen)
+    })
+    .await;
+    run.end(3, 1, "Error", "crash").await;
+    run.until("the breaker open again", |s| {
+        s.phase == Some(Phase::CircuitOpen)
+            && s.circuit_breaker.as_ref().is_some_and(|b| b.trips >= 2)
+    })
+    .await;
+    run.pod_stopped(3).await;
+}
+
+pub const SUSPEND: Scenario = Scenario {
+    name: "suspend-resume",
+    agent: "sleeper",
+    drive: |run| Box::pin(suspend(run)),
+};
+
+/// Suspend stops the pod; resume starts the next attempt.
+async fn suspend(run: &Run) {
+    run.create_policy(fast_policy()).await;
+    run.create_agent(json!({})).await;
+    run.running(1).await;
+    run.patch(json!({ "spec": { "suspend": true } })).await;
+    run.until("Suspended", |s| s.phase == Some(Phase::Suspended))
+        .await;
+    run.pod_stopped(1).await;
+    run.patch(json!({ "spec": { "suspend": false } })).await;
+    run.running(2).await;
+}
+
+pub const SHUTDOWN_MESSAGE: Scenario = Scenario {
+    name: "shutdown-termination-message",
+    agent: "spender",
+    drive: |run| Box::pin(shutdown_message(run)),
+};
+
+/// The agent says it is out of budget: left alone; cleared by a person: resumed.
+async fn shutdown_message(run: &Run) {
+    run.create_policy(fast_policy()).await;
+    run.create_agent(json!({})).await;
+    run.end(
+        1,
+        1,
+        "Error",
+        r#"{"shutdown":"economic","reason":"budget exhausted"}"#,
+    )
+    .await;
+    run.until("Shutdown", |s| {
+        s.phase == Some(Phase::Shutdown) && s.shutdown.is_some()
+    })
+    .await;
+    run.patch_status(json!({ "status": { "shutdown": null } }))
+        .await;
+    run.running(2).await;
+}
+
+pub const SHUTDOWN_EXTERNAL: Scenario = Scenario {
+    name: "shutdown-by-status-patch",
+    agent: "managed",
+    drive: |run| Box::pin(shutdown_external(run)),
+};
+
+/// An economy service shuts the agent down; its pod then crashes (not the operator's business
+/// while shut down); the shutdown is cleared: supervision resumes with the next attempt.
+async fn shutdown_external(run: &Run) {
+    run.create_policy(fast_policy()).await;
+    run.create_agent(json!({})).await;
+    run.running(1).await;
+    run.patch_status(json!({ "status": { "shutdown": {
+        "type": "Economic", "reason": "monthly budget spent" } } }))
+        .await;
+    run.until("Shutdown", |s| s.phase == Some(Phase::Shutdown))
+        .await;
+    let current = run.status().await.attempt;
+    run.ns
+        .terminate(&run.pod(current), 1, "Error", "crash while shut down")
+        .await;
+    run.patch_status(json!({ "status": { "shutdown": null } }))
+        .await;
+    run.running(2).await;
+}
