@@ -5,6 +5,7 @@
 mod support;
 
 mod breaker;
+mod failures_io;
 mod heartbeat;
 mod operations;
 mod restarts;
