@@ -118,6 +118,11 @@ async fn a_manual_restart_whose_status_write_was_lost_is_adopted_never_repeated(
         .await;
     assert_eq!(running.attempt, 2, "the restart was not repeated");
     assert_eq!(running.restart_count, 1);
+    assert_eq!(
+        running.restart_history.len(),
+        1,
+        "one restart, recorded once"
+    );
     let record = running
         .restart_history
         .first()
@@ -248,10 +253,7 @@ async fn operator_without_leases(ns: &TestNamespace) -> (Operator, Arc<Health>, 
 /// control plane's audit log.
 fn refused_lease_lists(ns: &TestNamespace, offset: u64) -> usize {
     use std::io::{Read, Seek};
-    let path = support::kubeconfig()
-        .parent()
-        .expect("kubeconfig has a directory")
-        .join("logs/audit.log");
+    let path = audit_log();
     let mut log = std::fs::File::open(&path)
         .unwrap_or_else(|e| panic!("cannot read the audit log {}: {e}", path.display()));
     log.seek(std::io::SeekFrom::Start(offset))
@@ -260,6 +262,7 @@ fn refused_lease_lists(ns: &TestNamespace, offset: u64) -> usize {
     log.read_to_string(&mut text).expect("read the audit log");
     let user = format!("system:serviceaccount:{}:operator", ns.name);
     text.lines()
+        .filter(|line| line.contains(&user))
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
         .filter(|e| {
             e["user"]["username"] == user.as_str()
@@ -270,11 +273,17 @@ fn refused_lease_lists(ns: &TestNamespace, offset: u64) -> usize {
         .count()
 }
 
-fn audit_log_length() -> u64 {
-    let path = support::kubeconfig()
+/// The local control plane's audit log.
+fn audit_log() -> std::path::PathBuf {
+    support::kubeconfig()
         .parent()
         .expect("kubeconfig has a directory")
-        .join("logs/audit.log");
+        .join("logs/audit.log")
+}
+
+/// How far the audit log has been written: what comes after is new.
+fn audit_log_length() -> u64 {
+    let path = audit_log();
     std::fs::metadata(&path)
         .unwrap_or_else(|e| panic!("cannot read the audit log {}: {e}", path.display()))
         .len()
