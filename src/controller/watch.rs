@@ -80,7 +80,10 @@ impl Watches {
             let mut deliver = |result: Result<Event<K>, watcher::Error>| match result {
                 Ok(event) => {
                     let event = event.modify(|o| o.managed_fields_mut().clear());
-                    health.watch_ok(&label, matches!(event, Event::InitDone));
+                    // `Init` only announces a (re-)list, which may yet fail: not a sign of health.
+                    if !matches!(event, Event::Init) {
+                        health.watch_ok(&label, matches!(event, Event::InitDone));
+                    }
                     writer.apply_watcher_event(&event);
                     match event {
                         Event::Apply(o) | Event::InitApply(o) => on_change(Change::Applied(o)),

@@ -6,6 +6,7 @@ mod support;
 
 mod breaker;
 mod failures;
+mod failures_io;
 mod heartbeat;
 mod operations;
 mod restarts;

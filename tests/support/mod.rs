@@ -359,3 +359,40 @@ impl Drop for Operator {
         }
     }
 }
+
+/// The in-process operator with a configuration of the test's own (its metrics, its readiness).
+impl Operator {
+    /// A client for the in-process operator: the cluster admin, with the operator's user agent.
+    pub async fn admin_client() -> Client {
+        let mut config = admin_config().await;
+        config.headers.push((
+            http::header::USER_AGENT,
+            http::HeaderValue::from_static(OPERATOR_USER_AGENT),
+        ));
+        Client::try_from(config).expect("operator client")
+    }
+
+    /// Starts the operator with `client` and `config` as given (its namespaces included).
+    pub fn start_with_config(
+        client: Client,
+        config: agent_supervisor::controller::Config,
+    ) -> Operator {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(agent_supervisor::controller::run(
+            client,
+            config,
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        Operator {
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    /// Whether the operator still runs: it was neither stopped nor has it ended on its own.
+    pub fn is_running(&self) -> bool {
+        self.task.as_ref().is_some_and(|task| !task.is_finished())
+    }
+}
