@@ -8,6 +8,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
+use agent_supervisor::controller::WatchFaults;
 use futures::FutureExt;
 use tokio::sync::Semaphore;
 
@@ -92,7 +93,7 @@ fn repeat() -> usize {
 /// Explores `scenario` and panics with every broken invariant and every diverging end state.
 pub async fn explore(scenario: &'static Scenario) {
     let started = Instant::now();
-    let baseline = run_once(scenario, None).await;
+    let baseline = run_once(scenario, None, WatchFaults::default()).await;
     if let Some(e) = &baseline.stuck {
         panic!(
             "{}: the uninterrupted run failed: {e}\nstate: {:#?}",
@@ -117,7 +118,10 @@ pub async fn explore(scenario: &'static Scenario) {
     let runs: Vec<_> = points
         .iter()
         .flat_map(|&k| std::iter::repeat_n(k, repeat()))
-        .map(|k| (k, tokio::spawn(run_once(scenario, Some(k)))))
+        .map(|k| {
+            let run = run_once(scenario, Some(k), WatchFaults::default());
+            (k, tokio::spawn(run))
+        })
         .collect();
     let explored = runs.len();
     let mut failures = Vec::new();
@@ -211,7 +215,58 @@ fn event_diff(want: &BTreeMap<String, usize>, got: &BTreeMap<String, usize>) -> 
 
 /// One run of `scenario` in a fresh namespace; with `crash_at`, the operator crashes right
 /// after its k-th mutating request and a fresh one takes over.
-async fn run_once(scenario: &'static Scenario, crash_at: Option<usize>) -> Outcome {
+/// Runs `scenario` uninterrupted, then with the operator's watches late by `lag` and coalesced
+/// (Sieve's stale and unobserved states: the operator decides on caches behind the server, and
+/// never sees the states in between); both must end alike, nothing done twice.
+pub async fn explore_late_watches(scenario: &'static Scenario, lag: Duration) {
+    let started = Instant::now();
+    let baseline = run_once(scenario, None, WatchFaults::default()).await;
+    if let Some(e) = &baseline.stuck {
+        panic!("{}: the uninterrupted run failed: {e}", scenario.name);
+    }
+    let faults = WatchFaults {
+        lag: Some(lag),
+        coalesce: true,
+    };
+    let late = run_once(scenario, None, faults).await;
+    let mut problems = late.violations.clone();
+    problems.extend(late.stuck.iter().map(|e| format!("stuck: {e}")));
+    problems.extend(baseline.end.diff(&late.end));
+    let events = event_diff(&baseline.events, &late.events);
+    eprintln!(
+        "faults: {}: watches {lag:?} late and coalesced: {} in {:.0}s{}",
+        scenario.name,
+        if problems.is_empty() {
+            "same end state"
+        } else {
+            "DIFFERENT end state"
+        },
+        started.elapsed().as_secs_f64(),
+        if events.is_empty() {
+            String::new()
+        } else {
+            format!("; Events: {events}")
+        },
+    );
+    assert!(
+        problems.is_empty(),
+        "{}: with watches {lag:?} late and coalesced the run ends differently:\n    - {}\n    requests:\n      {}",
+        scenario.name,
+        problems.join("\n    - "),
+        lines(&late.mutations).replace("\n  ", "\n      "),
+    );
+    assert!(
+        !events.contains('+'),
+        "{}: late watches made the operator decide something twice: Events {events}",
+        scenario.name
+    );
+}
+
+async fn run_once(
+    scenario: &'static Scenario,
+    crash_at: Option<usize>,
+    watch: WatchFaults,
+) -> Outcome {
     let _slot = SLOTS
         .acquire()
         .await
@@ -223,12 +278,17 @@ async fn run_once(scenario: &'static Scenario, crash_at: Option<usize>) -> Outco
     let monitor = PodMonitor::start(&ns).await;
     let faults = crash_at.map_or_else(Faults::counting, Faults::crash_after);
     let fresh = Faults::counting();
-    let operator = Operator::start_with(faults.client().await, &ns.name);
+    let config = agent_supervisor::controller::Config {
+        namespaces: vec![ns.name.clone()],
+        faults: watch,
+        ..Default::default()
+    };
+    let operator = Operator::start_with_config(faults.client().await, config.clone());
     let supervisor = tokio::spawn(restart_on_crash(
         faults.clone(),
         operator,
         fresh.clone(),
-        ns.name.clone(),
+        config,
     ));
     let run = Run::new(ns, scenario.agent);
     let driven = AssertUnwindSafe((scenario.drive)(&run))
@@ -237,7 +297,8 @@ async fn run_once(scenario: &'static Scenario, crash_at: Option<usize>) -> Outco
     let stuck = match driven {
         Ok(()) => {
             let crashed_before_the_end = faults.has_crashed();
-            tokio::time::sleep(SETTLE).await;
+            // A late operator settles later too.
+            tokio::time::sleep(SETTLE + watch.lag.unwrap_or_default()).await;
             if faults.has_crashed() && !crashed_before_the_end {
                 // Crashed while settling: give the fresh operator its own time to settle.
                 tokio::time::sleep(SETTLE).await;
@@ -275,9 +336,14 @@ async fn run_once(scenario: &'static Scenario, crash_at: Option<usize>) -> Outco
 
 /// Holds the operator; when it crashes, kills it and starts a fresh one on a healthy client,
 /// held until this task is aborted.
-async fn restart_on_crash(faults: Faults, operator: Operator, fresh: Faults, namespace: String) {
+async fn restart_on_crash(
+    faults: Faults,
+    operator: Operator,
+    fresh: Faults,
+    config: agent_supervisor::controller::Config,
+) {
     faults.crashed().await;
     operator.kill().await;
-    let _operator = Operator::start_with(fresh.client().await, &namespace);
+    let _operator = Operator::start_with_config(fresh.client().await, config);
     std::future::pending::<()>().await;
 }

@@ -4,6 +4,10 @@
 //! in the uninterrupted run's state, with at most one live pod per Agent and no pod created
 //! twice at every moment.
 //!
+//! Then, Sieve's "stale" and "unobserved" states: every scenario also runs with the operator's
+//! watches two seconds late and coalesced (it decides on caches behind the server and never sees
+//! the states in between), and must end as the uninterrupted run does.
+//!
 //! By default (quick) each scenario explores at most 8 crash points, spread over its requests
 //! that act or record (not Events); `FAULTS=thorough` explores every crash point; `FAULTS_K=3,7`
 //! only those; `FAULTS_REPEAT=n` runs each n times (some bugs depend on how requests
@@ -19,7 +23,7 @@ mod normal;
 mod scenarios;
 mod steps;
 
-use explore::explore;
+use explore::{explore, explore_late_watches};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_backoff_restart() {
@@ -59,4 +63,20 @@ async fn shutdown_termination_message() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_by_status_patch() {
     explore(&scenarios::SHUTDOWN_EXTERNAL).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_scenario_ends_alike_with_late_and_coalesced_watches() {
+    let lag = std::time::Duration::from_secs(2);
+    let runs: Vec<_> = scenarios::ALL
+        .iter()
+        .map(|scenario| tokio::spawn(explore_late_watches(scenario, lag)))
+        .collect();
+    let mut failures = Vec::new();
+    for run in runs {
+        if let Err(e) = run.await {
+            failures.push(e.to_string());
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -217,3 +217,15 @@ async fn shutdown_external(run: &Run) {
         .await;
     run.running(2).await;
 }
+
+/// Every scenario, for the runs that take them all.
+pub const ALL: [&Scenario; 8] = [
+    &CRASH_RESTART,
+    &MANUAL_RESTART,
+    &ROLLOUT,
+    &HEARTBEAT,
+    &BREAKER,
+    &SUSPEND,
+    &SHUTDOWN_MESSAGE,
+    &SHUTDOWN_EXTERNAL,
+];
