@@ -1774,3 +1774,32 @@ fn a_restart_never_leaves_the_replaced_pod_live() {
         Some("researcher-2")
     );
 }
+
+#[test]
+fn an_own_shutdown_whose_second_write_was_lost_records_the_attempt_then() {
+    let mut sim = Sim::running(named(fast()));
+    sim.runs(5)
+        .exits(1, Some(r#"{"shutdown":"economic","reason":"budget"}"#), 40);
+    let decided = sim.at(40).decide();
+    let recorded = decided
+        .record_shutdown
+        .clone()
+        .expect("a shutdown recorded");
+    // Only the first write (the shutdown field) landed.
+    sim.input.status.shutdown = Some(recorded);
+    let plan = sim.at(45).step();
+    let failure = plan
+        .status
+        .last_failure
+        .clone()
+        .expect("the ending is recorded");
+    assert_eq!(Some(&failure), decided.status.last_failure.as_ref());
+    assert_eq!(failure.class, FailureClass::Shutdown);
+    assert_eq!(plan.status.phase, Some(Phase::Shutdown));
+    assert_eq!(reasons(&plan), [EventReason::ShutdownRespected]);
+    assert_eq!(plan.create_pod, None);
+    // Once recorded, nothing more.
+    let again = sim.at(50).step();
+    assert!(again.events.is_empty());
+    assert_eq!(again.status.last_failure, Some(failure));
+}

@@ -141,5 +141,17 @@ async fn current_pod(
     {
         return Ok(Some(current));
     }
-    Ok(ours(read(&pods, &pod_name(&name, attempt)).await?))
+    let current = ours(read(&pods, &pod_name(&name, attempt)).await?);
+    if source == Source::Server && current.is_none() {
+        // Gone from the server since the cache saw it: what the cache knew (evicted, say) is
+        // still the best account of how it ended — it is gone, not unknown.
+        let gone = cached(attempt.saturating_add(1)).or_else(|| cached(attempt));
+        return Ok(gone.map(|mut pod| {
+            pod.metadata.deletion_timestamp.get_or_insert_with(|| {
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now())
+            });
+            pod
+        }));
+    }
+    Ok(current)
 }

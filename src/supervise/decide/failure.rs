@@ -9,11 +9,6 @@ impl Decider<'_> {
         if let Some(pod) = kill {
             self.plan.delete_pod = Some(pod.name.clone());
         }
-        let ended_at = ending
-            .finished_at
-            .map_or(self.now, whole_second)
-            .min(self.now);
-        let ran_for = ending.started_at.map(|started| span(started, ended_at));
         let (class, shutdown) = match &ending.shutdown {
             Some(request) => (
                 FailureClass::Shutdown,
@@ -33,19 +28,9 @@ impl Decider<'_> {
                 ),
             },
         };
-        // Shared by lastFailure and the history record: one copy of up to 1 KiB.
-        let message: Option<Arc<str>> = ending.message.as_deref().map(Arc::from);
-        self.s.last_failure = Some(Failure {
-            time: Time(ended_at),
-            reason: ending.reason,
-            class,
-            exit_code: ending.exit_code,
-            signal: ending.signal,
-            message: message.clone(),
-            container: ending.container.clone(),
-            pod_name: self.s.pod_name.clone(),
-            ran_for,
-        });
+        let (failure, ended_at) = self.failure_of(&ending, class);
+        let (ran_for, message) = (failure.ran_for, failure.message.clone());
+        self.s.last_failure = Some(failure);
         let trigger = match (ending.reason, class) {
             (FailureReason::HeartbeatLost, _) => Trigger::HeartbeatLost,
             (_, FailureClass::Disruption) => Trigger::Disruption,
@@ -72,6 +57,27 @@ impl Decider<'_> {
             }
             _ => self.counted_failure(&ending, record, ran_for),
         }
+    }
+
+    /// The attempt's failure record for `ending` classed `class`, and when it ended.
+    pub(super) fn failure_of(&self, ending: &Ending, class: FailureClass) -> (Failure, Timestamp) {
+        let ended_at = ending
+            .finished_at
+            .map_or(self.now, whole_second)
+            .min(self.now);
+        let failure = Failure {
+            time: Time(ended_at),
+            reason: ending.reason,
+            class,
+            exit_code: ending.exit_code,
+            signal: ending.signal,
+            // Shared by lastFailure and the history record: one copy of up to 1 KiB.
+            message: ending.message.as_deref().map(Arc::from),
+            container: ending.container.clone(),
+            pod_name: self.s.pod_name.clone(),
+            ran_for: ending.started_at.map(|started| span(started, ended_at)),
+        };
+        (failure, ended_at)
     }
 
     /// A failure that counts: toward the restart limit, the breaker and the backoff.
