@@ -51,9 +51,13 @@ fn to_kube_event(event: &Event, namespace: Option<String>) -> KubeEvent {
 /// A request the API server refuses for good (an invalid pod template, a name taken by someone
 /// else) will not succeed on retry: say so on the Agent, where `kubectl describe` shows it.
 pub fn warn_user(agent: &Agent, error: &Error, ctx: &Context) {
-    if !error.is_permanent() {
-        return;
+    if error.is_permanent() {
+        warn(agent, error, ctx);
     }
+}
+
+/// A Warning Event on the Agent naming `error`, sent without holding up the reconcile.
+pub fn warn(agent: &Agent, error: &Error, ctx: &Context) {
     let event = KubeEvent {
         type_: EventType::Warning,
         reason: error.reason().to_string(),

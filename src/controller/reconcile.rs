@@ -126,7 +126,8 @@ async fn reconcile_agent(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
 /// The replacement of a running pod is refused: the pod keeps running, and the Agent says why
 /// (its `Ready` condition and a Warning Event). Returns the error, for the retry policy.
 async fn refused(agent: &Agent, before: &AgentStatus, error: Error, ctx: &Context) -> Error {
-    events::warn_user(agent, &error, ctx);
+    // Refused for now (a quota) or for good (Pod Security): either way, people are told.
+    events::warn(agent, &error, ctx);
     let mut status = before.clone();
     let ready = conditions::get(&status.conditions, conditions::READY);
     let message = format!(
