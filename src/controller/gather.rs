@@ -142,16 +142,24 @@ async fn current_pod(
         return Ok(Some(current));
     }
     let current = ours(read(&pods, &pod_name(&name, attempt)).await?);
-    if source == Source::Server && current.is_none() {
-        // Gone from the server since the cache saw it: what the cache knew (evicted, say) is
-        // still the best account of how it ended — it is gone, not unknown.
-        let gone = cached(attempt.saturating_add(1)).or_else(|| cached(attempt));
-        return Ok(gone.map(|mut pod| {
-            pod.metadata.deletion_timestamp.get_or_insert_with(|| {
-                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now())
-            });
-            pod
-        }));
+    if current.is_some() {
+        return Ok(current);
     }
-    Ok(current)
+    // Gone from the server: its last known state (evicted, say) is still the best account of
+    // how it ended — from the cache if it has not caught up, else from its deletion event.
+    let last_known = |attempt: u32| {
+        let name = pod_name(&name, attempt);
+        let cached = match source {
+            Source::Server => cached(attempt),
+            Source::Cache => None,
+        };
+        cached.or_else(|| ours(ctx.gone.get(&name, &namespace)))
+    };
+    let gone = last_known(attempt.saturating_add(1)).or_else(|| last_known(attempt));
+    Ok(gone.map(|mut pod| {
+        pod.metadata.deletion_timestamp.get_or_insert_with(|| {
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now())
+        });
+        pod
+    }))
 }

@@ -80,6 +80,33 @@ pub struct Context {
     pub policies: Store<PolicyObject>,
     pub metrics: Arc<Metrics>,
     retries: Retries,
+    /// The last state of pods deleted since the cache saw them.
+    gone: Arc<GonePods>,
+}
+
+/// The last state of recently deleted pods, as their deletion's watch event carried it. A pod
+/// evicted and deleted before its Agent's turn would otherwise leave no trace of why it went
+/// (its `DisruptionTarget` condition): it would count as lost with its node.
+#[derive(Default)]
+pub(crate) struct GonePods(Mutex<HashMap<ObjectRef<Pod>, (std::time::Instant, Pod)>>);
+
+impl GonePods {
+    /// How long a deleted pod is remembered: far longer than any reconcile waits for its turn.
+    const KEPT: Duration = Duration::from_secs(600);
+
+    fn keep(&self, pod: &Pod) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let now = std::time::Instant::now();
+        map.retain(|_, (at, _)| now.duration_since(*at) < Self::KEPT);
+        map.insert(ObjectRef::from(pod), (now, pod.clone()));
+    }
+
+    /// The last state of the pod `name` in `namespace`, if it was deleted lately.
+    pub(crate) fn get(&self, name: &str, namespace: &str) -> Option<Pod> {
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(&ObjectRef::new(name).within(namespace))
+            .map(|(_, pod)| pod.clone())
+    }
 }
 
 /// Failed reconciles in a row, per Agent: the retry delay grows with them.
@@ -213,11 +240,21 @@ async fn run_scope(
         },
     );
     let (pod_tx, pod_changes) = channel::<Pod>();
+    let gone = Arc::new(GonePods::default());
+    let mut forward_pod = forward(pod_tx);
     let pods = watches.spawn(
         format!("Pods in {within}"),
         api::<Pod>(&client, &scope),
         owned.clone(),
-        forward(pod_tx),
+        {
+            let gone = gone.clone();
+            move |change| {
+                if let Change::Deleted(pod) = &change {
+                    gone.keep(pod);
+                }
+                forward_pod(change)
+            }
+        },
     );
     let (lease_tx, lease_changes) = channel::<Lease>();
     let leases = watches.spawn(
@@ -259,6 +296,7 @@ async fn run_scope(
         policies: policies.clone(),
         metrics: config.metrics.clone(),
         retries: Retries::default(),
+        gone,
     });
     config.metrics.watch_agents(agents.clone());
     let agent_store = agents.clone();
