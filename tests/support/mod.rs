@@ -358,3 +358,203 @@ impl Drop for Operator {
         }
     }
 }
+
+/// How an object's version came to be recorded by a [`Recorder`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// It existed when the recording started.
+    Existing,
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// Every version of the objects a watch delivers, from the moment [`Recorder::start`] returns:
+/// a test can ask what happened over a whole interval instead of looking once, and can find a
+/// state that lasted only a moment (which a poll may miss on a loaded machine).
+pub struct Recorder<K> {
+    seen: std::sync::Arc<std::sync::Mutex<Vec<(Change, K)>>>,
+    broken: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl<K> Recorder<K>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    /// Lists the objects of `api` (those matching the field selector `fields`, if any) and
+    /// records every change to them until dropped.
+    pub async fn start(api: Api<K>, fields: Option<&str>) -> Recorder<K> {
+        use futures::StreamExt;
+        use kube::api::{ListParams, WatchEvent, WatchParams};
+        use std::sync::{Arc, Mutex};
+        let mut list_params = ListParams::default();
+        let mut watch_params = WatchParams::default().timeout(290);
+        if let Some(fields) = fields {
+            list_params = list_params.fields(fields);
+            watch_params = watch_params.fields(fields);
+        }
+        let list = api
+            .list(&list_params)
+            .await
+            .expect("list objects to record");
+        let mut version = list
+            .metadata
+            .resource_version
+            .expect("a list has a resourceVersion");
+        let seen = Arc::new(Mutex::new(
+            list.items
+                .into_iter()
+                .map(|o| (Change::Existing, o))
+                .collect::<Vec<_>>(),
+        ));
+        let broken = Arc::new(Mutex::new(None));
+        // The watch is open before `start` returns: nothing done afterwards can be missed.
+        let first = api
+            .watch(&watch_params, &version)
+            .await
+            .expect("watch objects to record");
+        let task = tokio::spawn({
+            let (seen, broken) = (seen.clone(), broken.clone());
+            async move {
+                let mut stream = first.boxed();
+                loop {
+                    while let Some(event) = stream.next().await {
+                        let (change, object) = match event {
+                            Ok(WatchEvent::Added(o)) => (Change::Added, o),
+                            Ok(WatchEvent::Modified(o)) => (Change::Modified, o),
+                            Ok(WatchEvent::Deleted(o)) => (Change::Deleted, o),
+                            Ok(WatchEvent::Bookmark(b)) => {
+                                version = b.metadata.resource_version;
+                                continue;
+                            }
+                            Ok(WatchEvent::Error(status)) => {
+                                *broken.lock().unwrap() =
+                                    Some(format!("the watch failed: {status:?}"));
+                                return;
+                            }
+                            // The connection broke: watch again from the last version seen.
+                            Err(_) => break,
+                        };
+                        if let Some(v) = object.meta().resource_version.clone() {
+                            version = v;
+                        }
+                        seen.lock().unwrap().push((change, object));
+                    }
+                    let mut reopened = None;
+                    for _ in 0..30 {
+                        match api.watch(&watch_params, &version).await {
+                            Ok(s) => {
+                                reopened = Some(s);
+                                break;
+                            }
+                            Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+                        }
+                    }
+                    match reopened {
+                        Some(s) => stream = s.boxed(),
+                        None => {
+                            *broken.lock().unwrap() =
+                                Some(format!("cannot watch again from {version}"));
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        Recorder { seen, broken, task }
+    }
+
+    /// Every version recorded so far, oldest first (panics if the recording has a gap).
+    pub fn all(&self) -> Vec<(Change, K)> {
+        if let Some(why) = self.broken.lock().unwrap().as_ref() {
+            panic!("the recording is incomplete: {why}");
+        }
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// Every version recorded so far, oldest first, without how it changed.
+    pub fn versions(&self) -> Vec<K> {
+        self.all().into_iter().map(|(_, o)| o).collect()
+    }
+
+    /// Waits (up to the tests' REACT timeout) until some recorded version satisfies `check`,
+    /// and returns the first that does.
+    pub async fn wait_for(&self, what: &str, check: impl Fn(&K) -> bool) -> K {
+        eventually(kubelet::REACT, what, || {
+            let found = self.versions().into_iter().find(|o| check(o));
+            async move { found }
+        })
+        .await
+    }
+
+    /// The first version recorded of each object (by uid), in the order they appeared.
+    pub fn distinct(&self) -> Vec<K> {
+        let mut uids = std::collections::HashSet::new();
+        self.versions()
+            .into_iter()
+            .filter(|o| uids.insert(o.meta().uid.clone()))
+            .collect()
+    }
+}
+
+impl<K> Drop for Recorder<K> {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The local control plane's audit log (the tests' cluster audits every request).
+pub fn audit_log() -> PathBuf {
+    kubeconfig()
+        .parent()
+        .expect("kubeconfig has a directory")
+        .join("logs/audit.log")
+}
+
+/// Waits until the audit log holds every request completed before this call: a ConfigMap this
+/// creates in `ns` shows up in it. (The API server writes audit events as requests complete, so
+/// a log read right after a request may not show it yet.)
+pub async fn audit_log_caught_up(ns: &TestNamespace) {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let log = audit_log();
+    let offset = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+    let name = format!("audit-mark-{:08x}", rand::random::<u32>());
+    let map: ConfigMap =
+        serde_json::from_value(serde_json::json!({ "metadata": { "name": name } }))
+            .expect("a valid ConfigMap");
+    ns.api::<ConfigMap>()
+        .create(&PostParams::default(), &map)
+        .await
+        .expect("create the audit mark");
+    eventually(
+        kubelet::REACT,
+        &format!("the audit log {} to show {name}", log.display()),
+        || {
+            let text = read_from(&log, offset);
+            let found = text.lines().any(|line| {
+                line.contains(&name)
+                    && serde_json::from_str::<serde_json::Value>(line).is_ok_and(|e| {
+                        e["verb"] == "create" && e["objectRef"]["name"] == name.as_str()
+                    })
+            });
+            async move { found.then_some(()) }
+        },
+    )
+    .await;
+}
+
+/// The text of `path` from byte `offset` on (all of it if the file is now shorter: rotated).
+pub fn read_from(path: &Path, offset: u64) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = if len >= offset { offset } else { 0 };
+    let mut bytes = Vec::new();
+    if file.seek(SeekFrom::Start(start)).is_ok() {
+        let _ = file.read_to_end(&mut bytes);
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
