@@ -62,20 +62,23 @@ fn whole_second(t: jiff::Timestamp) -> jiff::Timestamp {
     jiff::Timestamp::from_second(t.as_second()).unwrap()
 }
 
-async fn setup_heartbeat(name: &str) -> (TestNamespace, crate::support::Operator) {
-    let (ns, operator) = setup().await;
+async fn create_heartbeat_agent(ns: &TestNamespace, name: &str) {
     ns.create_policy(
         "p",
         json!({ "backoff": { "type": "Immediate" }, "circuitBreaker": { "failureThreshold": 0 } }),
     )
     .await;
     ns.create_agent(name, heartbeat_agent()).await;
-    (ns, operator)
 }
 
 #[tokio::test]
 async fn a_renewing_agent_stays_and_a_silent_one_is_restarted() {
-    let (ns, _operator) = setup_heartbeat("beater").await;
+    let (ns, _operator) = setup().await;
+    // After the first HeartbeatLost, the next pod (which nobody renews) is lost too, a grace
+    // period later: the watches keep the first failure and the second pod's run.
+    let versions = ns.record_agent("beater").await;
+    let pods = ns.record_pods().await;
+    create_heartbeat_agent(&ns, "beater").await;
     // The agent renews from the start (renewals fail until the operator creates the Lease), so
     // a test that sees the pod run late cannot miss the grace period.
     let (task, renewed) = renewer(&ns, "beater", "beater-1");
@@ -125,11 +128,13 @@ async fn a_renewing_agent_stays_and_a_silent_one_is_restarted() {
     assert!(status.last_failure.is_none(), "{:?}", status.last_failure);
 
     // Silence: hung. Deleted, recorded as HeartbeatLost, restarted.
-    let status = ns
-        .wait_status("beater", "a HeartbeatLost failure", |s| {
-            s.last_failure.is_some()
+    let status = versions
+        .wait_for("agent beater: a HeartbeatLost failure", |a| {
+            a.status.as_ref().is_some_and(|s| s.last_failure.is_some())
         })
-        .await;
+        .await
+        .status
+        .unwrap();
     let failure = status.last_failure.unwrap();
     assert_eq!(failure.reason, FailureReason::HeartbeatLost);
     assert_eq!(status.restart_history[0].trigger, Trigger::HeartbeatLost);
@@ -150,12 +155,17 @@ async fn a_renewing_agent_stays_and_a_silent_one_is_restarted() {
     assert_eq!(status.restart_history[0].attempt, 1);
     ns.wait_event("beater", "HeartbeatLost").await;
     ns.wait_gone("beater-1").await;
-    ns.wait_running("beater-2").await;
+    pods.wait_for("pod beater-2 to run", |p| {
+        p.metadata.name.as_deref() == Some("beater-2")
+            && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn renewal_by_a_stale_holder_does_not_count() {
-    let (ns, _operator) = setup_heartbeat("haunted").await;
+    let (ns, _operator) = setup().await;
+    create_heartbeat_agent(&ns, "haunted").await;
     let pod = ns.wait_running("haunted-1").await;
     // A process from an earlier attempt keeps renewing: it is not the current pod.
     let (stale, _) = renewer(&ns, "haunted", "haunted-0");

@@ -167,7 +167,8 @@ async fn settled(ns: &TestNamespace, started: jiff::Timestamp) -> jiff::Timestam
         let last = operator_write_times(&ns.name, started).into_iter().max();
         let quiet_since = last.unwrap_or(started);
         if now.duration_since(quiet_since) >= settle {
-            return quiet_since;
+            // From just after the last write (the log has microseconds).
+            return quiet_since + jiff::SignedDuration::from_micros(1);
         }
         assert!(
             tokio::time::Instant::now() < deadline,
