@@ -17,16 +17,16 @@ use crate::support::TestNamespace;
 const TIMEOUT_SECS: i64 = 8;
 const RENEW_EVERY: Duration = Duration::from_millis(500);
 
+/// (renewTime written, when the write returned) of each renewal that succeeded.
+type Renewals = Arc<Mutex<Vec<(jiff::Timestamp, jiff::Timestamp)>>>;
+
 /// Renews the Lease `lease` as `holder` from a task of its own, as the agent process would,
-/// until aborted; records the renewTime of every renewal that succeeded.
+/// until aborted, and records its renewals.
 fn renewer(
     ns: &TestNamespace,
     lease: &str,
     holder: &str,
-) -> (
-    tokio::task::JoinHandle<()>,
-    Arc<Mutex<Vec<jiff::Timestamp>>>,
-) {
+) -> (tokio::task::JoinHandle<()>, Renewals) {
     let leases: kube::Api<Lease> = ns.api();
     let (lease, holder) = (lease.to_string(), holder.to_string());
     let renewed = Arc::new(Mutex::new(Vec::new()));
@@ -42,7 +42,7 @@ fn renewer(
                     .await
                     .is_ok()
                 {
-                    renewed.lock().unwrap().push(now);
+                    renewed.lock().unwrap().push((now, jiff::Timestamp::now()));
                 }
                 tokio::time::sleep(RENEW_EVERY).await;
             }
@@ -109,16 +109,18 @@ async fn a_renewing_agent_stays_and_a_silent_one_is_restarted() {
     task.abort();
     let _ = task.await;
     let renewed = renewed.lock().unwrap().clone();
+    // The Lease was never older than the timeout: from each renewal's time to the moment the
+    // next one was written.
     let longest = renewed
         .windows(2)
-        .map(|w| w[1].duration_since(w[0]))
+        .map(|w| w[1].1.duration_since(w[0].0))
         .max()
         .expect("the renewer renewed");
     assert!(
         longest < jiff::SignedDuration::from_secs(TIMEOUT_SECS),
         "the test's renewer fell {longest:?} behind: it cannot show a renewing agent"
     );
-    let last_renewal = *renewed.last().unwrap();
+    let last_renewal = renewed.last().unwrap().0;
     let status = ns.status("beater").await;
     assert_eq!(
         (status.attempt, status.phase),
