@@ -167,8 +167,15 @@ async fn a_renewing_agent_stays_and_a_silent_one_is_restarted() {
 #[tokio::test]
 async fn renewal_by_a_stale_holder_does_not_count() {
     let (ns, _operator) = setup().await;
+    // haunted-1 runs only until its grace period ends: the pod watch sees it run.
+    let pods = ns.record_pods().await;
     create_heartbeat_agent(&ns, "haunted").await;
-    let pod = ns.wait_running("haunted-1").await;
+    let pod = pods
+        .wait_for("pod haunted-1 to run", |p| {
+            p.metadata.name.as_deref() == Some("haunted-1")
+                && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+        })
+        .await;
     // A process from an earlier attempt keeps renewing: it is not the current pod.
     let (stale, _) = renewer(&ns, "haunted", "haunted-0");
     let status = ns
