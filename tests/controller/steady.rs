@@ -38,7 +38,7 @@ fn operator_write_log(namespace: &str, since: jiff::Timestamp) -> Vec<(jiff::Tim
         log.display()
     );
     // Only what was written since the test started (the log holds every test's requests).
-    let text = support::read_from(&log, log_offset());
+    let text = support::audit_log_since(log_start());
     text.lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
         .filter(|e| {
@@ -65,19 +65,15 @@ fn operator_write_log(namespace: &str, since: jiff::Timestamp) -> Vec<(jiff::Tim
         .collect()
 }
 
-/// The audit log's length when this test began.
-fn log_offset() -> u64 {
-    static OFFSET: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *OFFSET.get_or_init(|| {
-        std::fs::metadata(support::audit_log())
-            .map(|m| m.len())
-            .unwrap_or(0)
-    })
+/// Where the audit log ended when this test began.
+fn log_start() -> support::AuditPosition {
+    static START: std::sync::OnceLock<support::AuditPosition> = std::sync::OnceLock::new();
+    *START.get_or_init(support::audit_log_position)
 }
 
 #[tokio::test]
 async fn fifty_healthy_agents_cause_no_writes_for_a_minute() {
-    log_offset();
+    log_start();
     let (ns, _operator) = setup().await;
     let started = jiff::Timestamp::now();
     for i in 0..AGENTS {
