@@ -1,12 +1,12 @@
 //! The circuit breaker and the restart limit.
 
-use agent_supervisor::api::{BreakerState, Phase};
+use agent_supervisor::api::{Agent, AgentStatus, BreakerState, Phase};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use crate::setup;
-use crate::support::TestNamespace;
+use crate::support::{Recorder, TestNamespace};
 
 /// Crashes the current pod of `agent` (attempt `attempt`) once it runs.
 async fn crash(ns: &TestNamespace, agent: &str, attempt: u32) {
@@ -27,6 +27,19 @@ async fn pod_names(ns: &TestNamespace) -> Vec<String> {
         .collect()
 }
 
+/// The first recorded status of the agent that satisfies `check`.
+async fn first_status(
+    versions: &Recorder<Agent>,
+    what: &str,
+    check: impl Fn(&AgentStatus) -> bool,
+) -> AgentStatus {
+    versions
+        .wait_for(what, |a| a.status.as_ref().is_some_and(&check))
+        .await
+        .status
+        .expect("a status")
+}
+
 fn breaker_policy() -> serde_json::Value {
     json!({
         "backoff": { "type": "Immediate", "jitter": 0.0 },
@@ -39,6 +52,9 @@ fn breaker_policy() -> serde_json::Value {
 async fn the_breaker_opens_probes_once_and_closes_after_a_healthy_probe() {
     let (ns, _operator) = setup().await;
     ns.create_policy("breaker", breaker_policy()).await;
+    // Open and HalfOpen last four seconds each: a poll may miss them, the watches do not.
+    let versions = ns.record_agent("flaky").await;
+    let pods = ns.record_pods().await;
     ns.create_agent(
         "flaky",
         json!({ "restartPolicyRef": { "name": "breaker" } }),
@@ -47,11 +63,10 @@ async fn the_breaker_opens_probes_once_and_closes_after_a_healthy_probe() {
 
     crash(&ns, "flaky", 1).await;
     crash(&ns, "flaky", 2).await;
-    let open = ns
-        .wait_status("flaky", "phase CircuitOpen", |s| {
-            s.phase == Some(Phase::CircuitOpen)
-        })
-        .await;
+    let open = first_status(&versions, "phase CircuitOpen", |s| {
+        s.phase == Some(Phase::CircuitOpen)
+    })
+    .await;
     let breaker = open.circuit_breaker.clone().unwrap();
     assert_eq!(breaker.state, BreakerState::Open);
     assert_eq!(breaker.trips, 1);
@@ -65,23 +80,30 @@ async fn the_breaker_opens_probes_once_and_closes_after_a_healthy_probe() {
     assert_eq!(condition.status, "True");
     ns.wait_event("flaky", "CircuitOpened").await;
 
-    // No pod while open.
-    assert!(
-        !pod_names(&ns).await.contains(&"flaky-3".to_string()),
-        "no restart while the breaker is open"
-    );
     // At halfOpenAt: exactly one probe.
     let probe = ns.wait_running("flaky-3").await;
+    let half_open_at = breaker.half_open_at.clone().unwrap().0;
     let created = probe.metadata.creation_timestamp.unwrap().0;
+    assert!(created >= half_open_at, "the probe waited for halfOpenAt");
+    // No pod while open: of every pod that ever existed (even briefly), none but the two
+    // crashed ones was created before halfOpenAt.
+    let early: Vec<String> = pods
+        .distinct()
+        .into_iter()
+        .filter(|p| p.metadata.creation_timestamp.as_ref().unwrap().0 < half_open_at)
+        .filter_map(|p| p.metadata.name)
+        .filter(|name| name != "flaky-1" && name != "flaky-2")
+        .collect();
     assert!(
-        created >= breaker.half_open_at.clone().unwrap().0,
-        "the probe waited for halfOpenAt"
+        early.is_empty(),
+        "restarted while the breaker was open (until {half_open_at}): {early:?}"
     );
-    let half = ns
-        .wait_status("flaky", "HalfOpen", |s| {
-            s.circuit_breaker.as_ref().unwrap().state == BreakerState::HalfOpen
-        })
-        .await;
+    let half = first_status(&versions, "HalfOpen", |s| {
+        s.circuit_breaker
+            .as_ref()
+            .is_some_and(|b| b.state == BreakerState::HalfOpen)
+    })
+    .await;
     assert_eq!(half.attempt, 3);
     ns.wait_event("flaky", "CircuitHalfOpen").await;
 
@@ -99,12 +121,20 @@ async fn the_breaker_opens_probes_once_and_closes_after_a_healthy_probe() {
         !names.contains(&"flaky-4".to_string()),
         "exactly one probe: {names:?}"
     );
+    let ever: Vec<String> = pods
+        .distinct()
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    assert_eq!(ever, ["flaky-1", "flaky-2", "flaky-3"], "exactly one probe");
 }
 
 #[tokio::test]
 async fn a_failed_probe_opens_the_breaker_again_for_longer() {
     let (ns, _operator) = setup().await;
     ns.create_policy("breaker", breaker_policy()).await;
+    // Each Open lasts seconds, then the probe starts: the watch sees every state.
+    let versions = ns.record_agent("doomed").await;
     ns.create_agent(
         "doomed",
         json!({ "restartPolicyRef": { "name": "breaker" } }),
@@ -112,16 +142,15 @@ async fn a_failed_probe_opens_the_breaker_again_for_longer() {
     .await;
     crash(&ns, "doomed", 1).await;
     crash(&ns, "doomed", 2).await;
-    ns.wait_status("doomed", "CircuitOpen", |s| {
+    first_status(&versions, "CircuitOpen", |s| {
         s.phase == Some(Phase::CircuitOpen)
     })
     .await;
     crash(&ns, "doomed", 3).await; // the probe fails
-    let reopened = ns
-        .wait_status("doomed", "open again", |s| {
-            s.circuit_breaker.as_ref().unwrap().trips == 2
-        })
-        .await;
+    let reopened = first_status(&versions, "open again", |s| {
+        s.circuit_breaker.as_ref().is_some_and(|b| b.trips == 2)
+    })
+    .await;
     let breaker = reopened.circuit_breaker.unwrap();
     assert_eq!(breaker.state, BreakerState::Open);
     assert_eq!(reopened.phase, Some(Phase::CircuitOpen));
@@ -145,6 +174,7 @@ async fn exceeding_the_restart_limit_stops_the_agent_until_reset() {
         }),
     )
     .await;
+    let versions = ns.record_agent("limited").await;
     ns.create_agent(
         "limited",
         json!({ "restartPolicyRef": { "name": "limited" } }),
@@ -179,4 +209,17 @@ async fn exceeding_the_restart_limit_stops_the_agent_until_reset() {
     assert_eq!(resumed.consecutive_failures, 0);
     assert_eq!(resumed.handled_reset_request.as_deref(), Some("first"));
     ns.wait_event("limited", "Reset").await;
+    // Stopped means stopped until the reset, over the whole time: the first version of the
+    // agent that went past attempt 3 is the one that handled the reset.
+    let fourth = versions
+        .versions()
+        .into_iter()
+        .filter_map(|a| a.status)
+        .find(|s| s.attempt > 3)
+        .expect("attempt 4 recorded");
+    assert_eq!(
+        fourth.handled_reset_request.as_deref(),
+        Some("first"),
+        "restarted before the reset: {fourth:?}"
+    );
 }

@@ -1,5 +1,6 @@
 //! Heartbeats: an agent is alive iff it recently proved it, by renewing its Lease.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_supervisor::api::{FailureReason, Phase, Trigger};
@@ -10,39 +11,77 @@ use serde_json::json;
 use crate::setup;
 use crate::support::TestNamespace;
 
-/// Renews the agent's Lease as `holder`, as the agent process would.
-async fn renew(ns: &TestNamespace, lease: &str, holder: &str) {
-    let now = jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
-        .to_string();
-    let patch = json!({ "spec": { "holderIdentity": holder, "renewTime": now } });
-    ns.api::<Lease>()
-        .patch(lease, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .expect("renew the lease");
+/// The heartbeat timeout (and grace period) of the test agents. The renewers below renew
+/// every half second: a renewer would have to fall sixteen periods behind before a healthy
+/// agent could look hung, which load alone does not do.
+const TIMEOUT_SECS: i64 = 8;
+const RENEW_EVERY: Duration = Duration::from_millis(500);
+
+/// (renewTime written, when the write returned) of each renewal that succeeded.
+type Renewals = Arc<Mutex<Vec<(jiff::Timestamp, jiff::Timestamp)>>>;
+
+/// Renews the Lease `lease` as `holder` from a task of its own, as the agent process would,
+/// until aborted, and records its renewals.
+fn renewer(
+    ns: &TestNamespace,
+    lease: &str,
+    holder: &str,
+) -> (tokio::task::JoinHandle<()>, Renewals) {
+    let leases: kube::Api<Lease> = ns.api();
+    let (lease, holder) = (lease.to_string(), holder.to_string());
+    let renewed = Arc::new(Mutex::new(Vec::new()));
+    let task = tokio::spawn({
+        let renewed = renewed.clone();
+        async move {
+            loop {
+                let now = jiff::Timestamp::now();
+                let stamp = now.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
+                let patch = json!({ "spec": { "holderIdentity": holder, "renewTime": stamp } });
+                if leases
+                    .patch(&lease, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .is_ok()
+                {
+                    renewed.lock().unwrap().push((now, jiff::Timestamp::now()));
+                }
+                tokio::time::sleep(RENEW_EVERY).await;
+            }
+        }
+    });
+    (task, renewed)
 }
 
 fn heartbeat_agent() -> serde_json::Value {
     json!({
         "restartPolicyRef": { "name": "p" },
-        "heartbeat": { "timeout": "3s", "gracePeriod": "3s" },
+        "heartbeat": { "timeout": format!("{TIMEOUT_SECS}s"), "gracePeriod": format!("{TIMEOUT_SECS}s") },
     })
 }
 
-async fn setup_heartbeat(name: &str) -> (TestNamespace, crate::support::Operator) {
-    let (ns, operator) = setup().await;
+fn whole_second(t: jiff::Timestamp) -> jiff::Timestamp {
+    jiff::Timestamp::from_second(t.as_second()).unwrap()
+}
+
+async fn create_heartbeat_agent(ns: &TestNamespace, name: &str) {
     ns.create_policy(
         "p",
         json!({ "backoff": { "type": "Immediate" }, "circuitBreaker": { "failureThreshold": 0 } }),
     )
     .await;
     ns.create_agent(name, heartbeat_agent()).await;
-    (ns, operator)
 }
 
 #[tokio::test]
 async fn a_renewing_agent_stays_and_a_silent_one_is_restarted() {
-    let (ns, _operator) = setup_heartbeat("beater").await;
+    let (ns, _operator) = setup().await;
+    // After the first HeartbeatLost, the next pod (which nobody renews) is lost too, a grace
+    // period later: the watches keep the first failure and the second pod's run.
+    let versions = ns.record_agent("beater").await;
+    let pods = ns.record_pods().await;
+    create_heartbeat_agent(&ns, "beater").await;
+    // The agent renews from the start (renewals fail until the operator creates the Lease), so
+    // a test that sees the pod run late cannot miss the grace period.
+    let (task, renewed) = renewer(&ns, "beater", "beater-1");
     let pod = ns.wait_running("beater-1").await;
     let env = pod.spec.unwrap().containers[0].env.clone().unwrap();
     let lease_name = env
@@ -65,54 +104,80 @@ async fn a_renewing_agent_stays_and_a_silent_one_is_restarted() {
         ("Agent", "beater")
     );
 
-    // Renewing for three timeouts keeps it alive.
-    for _ in 0..9 {
-        renew(&ns, "beater", "beater-1").await;
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    // Renewing for two and a half timeouts keeps it alive.
+    tokio::time::sleep(Duration::from_secs(TIMEOUT_SECS as u64 * 5 / 2)).await;
+    task.abort();
+    let _ = task.await;
+    let renewed = renewed.lock().unwrap().clone();
+    // The Lease was never older than the timeout: from each renewal's time to the moment the
+    // next one was written.
+    let longest = renewed
+        .windows(2)
+        .map(|w| w[1].1.duration_since(w[0].0))
+        .max()
+        .expect("the renewer renewed");
+    assert!(
+        longest < jiff::SignedDuration::from_secs(TIMEOUT_SECS),
+        "the test's renewer fell {longest:?} behind: it cannot show a renewing agent"
+    );
+    let last_renewal = renewed.last().unwrap().0;
     let status = ns.status("beater").await;
     assert_eq!(
         (status.attempt, status.phase),
         (1, Some(Phase::Running)),
         "a renewing agent is left running"
     );
+    assert!(status.last_failure.is_none(), "{:?}", status.last_failure);
 
     // Silence: hung. Deleted, recorded as HeartbeatLost, restarted.
-    let status = ns
-        .wait_status("beater", "a HeartbeatLost failure", |s| {
-            s.last_failure.is_some()
+    let status = versions
+        .wait_for("agent beater: a HeartbeatLost failure", |a| {
+            a.status.as_ref().is_some_and(|s| s.last_failure.is_some())
         })
-        .await;
+        .await
+        .status
+        .unwrap();
     let failure = status.last_failure.unwrap();
     assert_eq!(failure.reason, FailureReason::HeartbeatLost);
     assert_eq!(status.restart_history[0].trigger, Trigger::HeartbeatLost);
+    // Only once the last renewal was a whole timeout old: never while it was renewed. (The
+    // operator records whole seconds.)
+    let lapsed = whole_second(last_renewal + jiff::SignedDuration::from_secs(TIMEOUT_SECS));
+    assert!(
+        failure.time.0 >= lapsed,
+        "declared hung at {}, before the last renewal ({last_renewal}) had lapsed",
+        failure.time.0
+    );
+    assert_eq!(
+        status.restart_history.len(),
+        1,
+        "one failure: {:?}",
+        status.restart_history
+    );
+    assert_eq!(status.restart_history[0].attempt, 1);
     ns.wait_event("beater", "HeartbeatLost").await;
     ns.wait_gone("beater-1").await;
-    ns.wait_running("beater-2").await;
+    pods.wait_for("pod beater-2 to run", |p| {
+        p.metadata.name.as_deref() == Some("beater-2")
+            && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn renewal_by_a_stale_holder_does_not_count() {
-    let (ns, _operator) = setup_heartbeat("haunted").await;
-    ns.wait_running("haunted-1").await;
+    let (ns, _operator) = setup().await;
+    // haunted-1 runs only until its grace period ends: the pod watch sees it run.
+    let pods = ns.record_pods().await;
+    create_heartbeat_agent(&ns, "haunted").await;
+    let pod = pods
+        .wait_for("pod haunted-1 to run", |p| {
+            p.metadata.name.as_deref() == Some("haunted-1")
+                && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+        })
+        .await;
     // A process from an earlier attempt keeps renewing: it is not the current pod.
-    let stale = tokio::spawn({
-        let client = ns.client.clone();
-        let namespace = ns.name.clone();
-        async move {
-            let leases: kube::Api<Lease> = kube::Api::namespaced(client, &namespace);
-            for _ in 0..20 {
-                let now = jiff::Timestamp::now()
-                    .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
-                    .to_string();
-                let patch = json!({ "spec": { "holderIdentity": "haunted-0", "renewTime": now } });
-                let _ = leases
-                    .patch("haunted", &PatchParams::default(), &Patch::Merge(&patch))
-                    .await;
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        }
-    });
+    let (stale, _) = renewer(&ns, "haunted", "haunted-0");
     let status = ns
         .wait_status("haunted", "a HeartbeatLost failure", |s| {
             s.last_failure.is_some()
@@ -124,5 +189,13 @@ async fn renewal_by_a_stale_holder_does_not_count() {
     assert!(
         failure.message.unwrap_or_default().contains("haunted-0"),
         "the message names the stale holder"
+    );
+    // Not before the grace period after the pod started had ended.
+    let started = pod.status.unwrap().start_time.expect("a start time").0;
+    let grace_end = started + jiff::SignedDuration::from_secs(TIMEOUT_SECS);
+    assert!(
+        failure.time.0 >= grace_end,
+        "declared hung at {}, within the grace period (until {grace_end})",
+        failure.time.0
     );
 }

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::support::{Operator, TestNamespace, eventually};
+use crate::support::{Change, Operator, TestNamespace, eventually};
 use crate::{fast_policy, setup};
 
 async fn annotate(ns: &TestNamespace, agent: &str, key: &str, value: &str) {
@@ -24,6 +24,8 @@ async fn annotate(ns: &TestNamespace, agent: &str, key: &str, value: &str) {
 async fn a_manual_restart_happens_once_per_value_and_counts_toward_nothing() {
     let (ns, _operator) = setup().await;
     ns.create_policy("p", fast_policy("1s")).await;
+    ns.create_policy("q", fast_policy("1s")).await;
+    let pods = ns.record_pods().await;
     ns.create_agent("worker", json!({ "restartPolicyRef": { "name": "p" } }))
         .await;
     ns.wait_running("worker-1").await;
@@ -46,13 +48,52 @@ async fn a_manual_restart_happens_once_per_value_and_counts_toward_nothing() {
     ns.wait_event("worker", "ManualRestart").await;
     ns.wait_gone("worker-1").await;
 
-    // The same value again does nothing.
-    annotate(&ns, "worker", "test.supervisor.dev/poke", "1").await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The same value again does nothing. A spec change (an identical policy) makes the operator
+    // decide again with the request still there, and say so with observedGeneration.
+    let patch = json!({ "spec": { "restartPolicyRef": { "name": "q" } } });
+    let generation = ns
+        .api::<Agent>()
+        .patch("worker", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("change the policy")
+        .metadata
+        .generation;
+    let status = ns
+        .wait_status("worker", "the new generation observed", |s| {
+            s.observed_generation >= generation
+        })
+        .await;
+    assert_eq!(status.attempt, 2, "a handled request is not repeated");
+    // A new value restarts once more, and exactly once: the old one was never acted on again.
+    annotate(
+        &ns,
+        "worker",
+        "supervisor.dev/restart-requested-at",
+        "2026-11-21T11:00:00Z",
+    )
+    .await;
+    ns.wait_running("worker-3").await;
+    let status = ns
+        .wait_status("worker", "the second manual restart", |s| {
+            s.restart_count == 2 && s.phase == Some(Phase::Running)
+        })
+        .await;
+    assert_eq!(status.attempt, 3, "a handled request is not repeated");
     assert_eq!(
-        ns.status("worker").await.attempt,
-        2,
-        "a handled request is not repeated"
+        status.handled_restart_request.as_deref(),
+        Some("2026-11-21T11:00:00Z")
+    );
+    let triggers: Vec<_> = status.restart_history.iter().map(|r| r.trigger).collect();
+    assert_eq!(triggers, [Trigger::Manual, Trigger::Manual]);
+    let ever: Vec<String> = pods
+        .distinct()
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    assert_eq!(
+        ever,
+        ["worker-1", "worker-2", "worker-3"],
+        "one pod per distinct request"
     );
 }
 
@@ -94,36 +135,75 @@ async fn a_killed_operator_restarts_at_the_scheduled_time_without_a_second_pod()
     crate::support::install_crds(&ns.client).await;
     let operator = Operator::start(&ns.name).await;
     ns.create_policy("p", fast_policy("8s")).await;
+    let versions = ns.record_agent("phoenix").await;
+    let pods = ns.record_pods().await;
     ns.create_agent("phoenix", json!({ "restartPolicyRef": { "name": "p" } }))
         .await;
     ns.wait_running("phoenix-1").await;
     ns.terminate("phoenix-1", 1, "Error", "crash").await;
-    let backing_off = ns
-        .wait_status("phoenix", "BackingOff", |s| {
-            s.phase == Some(Phase::BackingOff)
+    let backing_off = versions
+        .wait_for("agent phoenix: BackingOff", |a| {
+            a.status.as_ref().and_then(|s| s.phase) == Some(Phase::BackingOff)
         })
-        .await;
+        .await
+        .status
+        .unwrap();
     let scheduled = backing_off.next_restart_at.unwrap().0;
 
     operator.kill().await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let _operator = Operator::start(&ns.name).await;
 
+    // Eventually restarted, never before the scheduled time.
     let pod = ns.wait_running("phoenix-2").await;
     let created = pod.metadata.creation_timestamp.unwrap().0;
     assert!(
         created >= scheduled,
         "restarted at {created}, before the scheduled {scheduled}"
     );
+    // The new operator kept the schedule it found: while backing off, the status never named
+    // another time, and the restart was recorded at or after it.
+    let moved: Vec<_> = versions
+        .versions()
+        .into_iter()
+        .filter_map(|a| a.status)
+        .filter(|s| s.phase == Some(Phase::BackingOff))
+        .filter_map(|s| s.next_restart_at)
+        .filter(|t| t.0 != scheduled)
+        .collect();
     assert!(
-        (created - scheduled).get_seconds() <= 3,
-        "restarted at {created}, long after {scheduled}"
+        moved.is_empty(),
+        "the restart was rescheduled from {scheduled} to {moved:?}"
     );
+    // The replacement runs and the operator records it: it has acted on the restart.
     let status = ns
-        .wait_status("phoenix", "restartCount 1", |s| s.restart_count == 1)
+        .wait_status("phoenix", "restartCount 1 and Running", |s| {
+            s.restart_count == 1 && s.phase == Some(Phase::Running)
+        })
         .await;
     assert_eq!(status.attempt, 2);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let restarted_at = status.restart_history[0].restarted_at.clone().unwrap().0;
+    assert!(
+        restarted_at >= scheduled && restarted_at <= created,
+        "restart recorded at {restarted_at}, not between {scheduled} and the pod's creation {created}"
+    );
+    // Over the whole run: one pod per attempt, and the count never went past one.
+    let ever: Vec<String> = pods
+        .distinct()
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    assert_eq!(ever, ["phoenix-1", "phoenix-2"], "no second pod");
+    let counts: Vec<u32> = versions
+        .versions()
+        .into_iter()
+        .filter_map(|a| a.status)
+        .map(|s| s.restart_count)
+        .collect();
+    assert!(
+        counts.iter().all(|&c| c <= 1),
+        "restartCount went past 1: {counts:?}"
+    );
     let pods = ns.api::<Pod>().list(&ListParams::default()).await.unwrap();
     let live: Vec<_> = pods
         .items
@@ -144,6 +224,7 @@ async fn foreign_pods_are_never_touched_and_deleting_an_agent_removes_what_it_ow
     let (ns, _operator) = setup().await;
     crate::support::wait_for_garbage_collection_of_agents(&ns).await;
     ns.create_policy("p", fast_policy("1s")).await;
+    let pods = ns.record_pods().await;
     // A pod with the agent label that no Agent controls.
     let foreign: Pod = serde_json::from_value(json!({
         "metadata": { "name": "keeper-1", "labels": { "supervisor.dev/agent": "keeper", "supervisor.dev/attempt": "1" } },
@@ -167,7 +248,11 @@ async fn foreign_pods_are_never_touched_and_deleting_an_agent_removes_what_it_ow
     )
     .await;
     // The name of attempt 1 is taken by the foreign pod: the operator reports it, touches nothing.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let note = ns.wait_event("keeper", "NameTaken").await;
+    assert!(
+        note.contains("Pod keeper-1") && note.contains("not controlled by this Agent"),
+        "{note}"
+    );
     let still = ns
         .api::<Pod>()
         .get("keeper-1")
@@ -182,11 +267,6 @@ async fn foreign_pods_are_never_touched_and_deleting_an_agent_removes_what_it_ow
         "nor patched"
     );
     assert!(still.metadata.owner_references.is_none());
-    let note = ns.wait_event("keeper", "NameTaken").await;
-    assert!(
-        note.contains("Pod keeper-1") && note.contains("not controlled by this Agent"),
-        "{note}"
-    );
 
     // A second agent with its own pods, claim and Lease. This cluster has no storage
     // provisioner: a volume made for the claim stands in for one.
@@ -263,6 +343,25 @@ async fn foreign_pods_are_never_touched_and_deleting_an_agent_removes_what_it_ow
         ns.api::<Pod>().get_opt("keeper-1").await.unwrap().is_some(),
         "the foreign pod survives"
     );
+    // Over the whole test, not only at the end: never deleted, relabelled or adopted.
+    for (change, pod) in pods.all() {
+        if pod.metadata.name.as_deref() != Some("keeper-1") {
+            continue;
+        }
+        assert_ne!(change, Change::Deleted, "the foreign pod was deleted");
+        assert_eq!(
+            pod.metadata.uid, foreign.metadata.uid,
+            "the foreign pod was replaced"
+        );
+        assert_eq!(
+            pod.metadata.labels, foreign.metadata.labels,
+            "the foreign pod was patched"
+        );
+        assert!(
+            pod.metadata.owner_references.is_none(),
+            "the foreign pod was adopted"
+        );
+    }
 }
 
 #[tokio::test]

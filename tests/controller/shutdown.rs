@@ -8,7 +8,7 @@ use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use crate::setup;
-use crate::support::TestNamespace;
+use crate::support::{Change, TestNamespace};
 
 const DELAY_SECS: u64 = 2;
 
@@ -33,28 +33,60 @@ async fn pods(ns: &TestNamespace) -> Vec<(String, String)> {
     pods
 }
 
-/// Touches the Agent so the operator reconciles it again.
-async fn poke(ns: &TestNamespace, agent: &str, value: &str) {
-    let patch = json!({ "metadata": { "annotations": { "test.supervisor.dev/poke": value } } });
+/// Changes the Agent's pod template (an annotation), so the operator decides again, and
+/// returns the new generation. While the agent is shut down this must not roll anything out.
+async fn poke(ns: &TestNamespace, agent: &str, value: &str) -> Option<i64> {
+    let patch = json!({ "spec": { "template": { "metadata": { "annotations": { "test.supervisor.dev/poke": value } } } } });
     ns.api::<Agent>()
         .patch(agent, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .expect("poke agent");
+        .expect("poke agent")
+        .metadata
+        .generation
 }
 
-/// For twice the policy's delay, and through two more reconciles: no pod is created or
-/// deleted, and `status.shutdown` stays exactly as it is.
+/// For twice the policy's delay, and through two more decisions the operator acknowledges
+/// (status.observedGeneration): no pod is created or deleted — not even briefly, the pods are
+/// watched throughout — and `status.shutdown` stays exactly as it is.
 async fn assert_left_alone(ns: &TestNamespace, agent: &str) {
+    let watched = ns.record_pods().await;
     let before_pods = pods(ns).await;
     let before = ns.status(agent).await.shutdown.expect("shutdown is set");
     for round in 0..2 {
-        poke(ns, agent, &format!("{round}")).await;
+        // A restart the policy scheduled would be due by now.
         tokio::time::sleep(Duration::from_secs(DELAY_SECS)).await;
+        let generation = poke(ns, agent, &format!("{round}")).await;
+        ns.wait_status(agent, "the poke observed", |s| {
+            s.observed_generation >= generation
+        })
+        .await;
     }
     assert_eq!(
         pods(ns).await,
         before_pods,
         "no pod created or deleted while shut down"
+    );
+    let recorded = watched.all();
+    // A pod already being deleted when this began may finish going: that was before.
+    let going: Vec<_> = recorded
+        .iter()
+        .filter(|(change, pod)| {
+            *change == Change::Existing && pod.metadata.deletion_timestamp.is_some()
+        })
+        .map(|(_, pod)| pod.metadata.uid.clone())
+        .collect();
+    let changes: Vec<String> = recorded
+        .into_iter()
+        .filter(|(_, pod)| !going.contains(&pod.metadata.uid))
+        .filter(|(change, pod)| {
+            matches!(change, Change::Added | Change::Deleted)
+                || pod.metadata.deletion_timestamp.is_some()
+        })
+        .map(|(change, pod)| format!("{change:?} {}", pod.metadata.name.unwrap_or_default()))
+        .collect();
+    assert!(
+        changes.is_empty(),
+        "pods created or deleted while shut down: {changes:?}"
     );
     let status = ns.status(agent).await;
     assert_eq!(

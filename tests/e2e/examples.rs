@@ -3,11 +3,13 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use agent_supervisor::api::{BreakerState, FailureReason, Phase, RestartPolicy, ShutdownType};
+use agent_supervisor::api::{
+    Agent, BreakerState, FailureReason, Phase, RestartPolicy, ShutdownType,
+};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::Api;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::support::{self, Operator, TestNamespace, eventually};
@@ -149,6 +151,7 @@ async fn the_crashing_agent_backs_off_and_trips_the_breaker() {
 
 async fn assert_shutdown(file: &str, agent: &str, kind: ShutdownType, reason: &str) {
     let (ns, _operator) = setup().await;
+    let versions = ns.record_agent(agent).await;
     apply(&ns, file).await;
     let status = eventually(
         Duration::from_secs(60),
@@ -165,8 +168,38 @@ async fn assert_shutdown(file: &str, agent: &str, kind: ShutdownType, reason: &s
         (kind, Some(reason))
     );
     assert_eq!(shutdown.source.as_deref(), Some("TerminationMessage"));
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(ns.status(agent).await.attempt, 1, "never restarted");
+    // Never restarted: wait until a restart by the default policy (10s backoff, jitter 25%,
+    // rounded up to a whole second) would be due, then have the operator decide again (a
+    // template change, acknowledged with observedGeneration) and look at every version of the
+    // agent since it was applied.
+    let due = shutdown.at.expect("shutdown.at recorded").0 + jiff::SignedDuration::from_secs(15);
+    let wait = jiff::Timestamp::now().duration_until(due);
+    if let Ok(wait) = Duration::try_from(wait) {
+        tokio::time::sleep(wait).await;
+    }
+    let patch = json!({ "spec": { "template": { "metadata": { "annotations": { "test.supervisor.dev/poke": "1" } } } } });
+    let generation = ns
+        .api::<Agent>()
+        .patch(agent, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("poke the agent")
+        .metadata
+        .generation;
+    let status = ns
+        .wait_status(agent, "the poke observed", |s| {
+            s.observed_generation >= generation
+        })
+        .await;
+    assert_eq!(status.attempt, 1, "never restarted");
+    assert_eq!(status.phase, Some(Phase::Shutdown));
+    for version in versions.versions().into_iter().filter_map(|a| a.status) {
+        assert!(
+            version.attempt <= 1
+                && version.next_restart_at.is_none()
+                && version.phase != Some(Phase::BackingOff),
+            "a restart was scheduled or made after the shutdown: {version:?}"
+        );
+    }
 }
 
 #[tokio::test]

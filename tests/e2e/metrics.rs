@@ -45,6 +45,12 @@ async fn metrics_match_a_scripted_scenario() {
     // twice: crashes, is restarted, crashes again and trips the breaker.
     ns.terminate("twice-1", 1, "Error", "boom").await;
     ns.wait_running("twice-2").await;
+    // Recovered (it counts in time_to_recovery) once the operator has seen it run: on a loaded
+    // machine it may otherwise see only the second crash.
+    ns.wait_status("twice", "Running again", |s| {
+        s.phase == Some(Phase::Running) && s.attempt == 2
+    })
+    .await;
     ns.terminate("twice-2", 1, "Error", "boom").await;
     ns.wait_status("twice", "CircuitOpen", |s| {
         s.phase == Some(Phase::CircuitOpen)
@@ -64,7 +70,6 @@ async fn metrics_match_a_scripted_scenario() {
     ns.wait_status("idle", "Running", |s| s.phase == Some(Phase::Running))
         .await;
 
-    let m = operator.metrics().await;
     let expect = [
         (
             r#"agent_supervisor_restarts_total{reason="Error",class="Transient",trigger="Failure"}"#,
@@ -96,16 +101,26 @@ async fn metrics_match_a_scripted_scenario() {
         ("agent_supervisor_time_to_recovery_seconds_count", 2.0),
         ("agent_supervisor_restart_delay_seconds_count", 3.0),
     ];
-    let wrong: Vec<String> = expect
-        .iter()
-        .filter(|(series, want)| sample(&m, series) != *want)
-        .map(|(series, want)| format!("{series} = {} (want {want})", sample(&m, series)))
-        .collect();
-    assert!(
-        wrong.is_empty(),
-        "metrics differ from what happened:\n{}\n\n{m}",
-        wrong.join("\n")
-    );
+    // The operator updates its metrics just after it writes the status the test waited for:
+    // scrape until they agree (its counters only grow, so one that went past never agrees).
+    let deadline = tokio::time::Instant::now() + support::kubelet::REACT;
+    let m = loop {
+        let m = operator.metrics().await;
+        let wrong: Vec<String> = expect
+            .iter()
+            .filter(|(series, want)| sample(&m, series) != *want)
+            .map(|(series, want)| format!("{series} = {} (want {want})", sample(&m, series)))
+            .collect();
+        if wrong.is_empty() {
+            break m;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "metrics differ from what happened:\n{}\n\n{m}",
+            wrong.join("\n")
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    };
     assert!(sample(&m, "agent_supervisor_reconcile_duration_seconds_count") > 0.0);
     assert!(!m.contains("agent=\""), "no per-agent labels by default");
 }

@@ -10,7 +10,7 @@ use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::{TestNamespace, eventually};
+use super::{Recorder, TestNamespace, eventually};
 
 /// How long tests wait for the operator to react.
 pub const REACT: Duration = Duration::from_secs(30);
@@ -70,6 +70,16 @@ impl TestNamespace {
             }
         })
         .await
+    }
+
+    /// Records every version of Agent `name` from now on (see [`Recorder`]).
+    pub async fn record_agent(&self, name: &str) -> Recorder<Agent> {
+        Recorder::start(self.api(), Some(&format!("metadata.name={name}"))).await
+    }
+
+    /// Records every version of every pod in the namespace from now on.
+    pub async fn record_pods(&self) -> Recorder<Pod> {
+        Recorder::start(self.api(), None).await
     }
 
     /// Waits until pod `name` exists and is Running (kwok started it).
