@@ -69,17 +69,7 @@ impl Run {
 
     /// Waits until the Agent's status satisfies `check`.
     pub async fn until(&self, what: &str, check: impl Fn(&AgentStatus) -> bool) -> AgentStatus {
-        let api = self.ns.api::<Agent>();
-        let agent = self.agent;
-        eventually(STEP, &format!("agent {agent}: {what}"), || {
-            let api = api.clone();
-            let check = &check;
-            async move {
-                let status = api.get_status(agent).await.ok()?.status?;
-                check(&status).then_some(status)
-            }
-        })
-        .await
+        self.ns.wait_status_for(STEP, self.agent, what, check).await
     }
 
     /// Waits until the Agent runs `attempt` or a later one (status and pod both say so), and

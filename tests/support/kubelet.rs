@@ -60,8 +60,19 @@ impl TestNamespace {
         what: &str,
         check: impl Fn(&AgentStatus) -> bool,
     ) -> AgentStatus {
+        self.wait_status_for(REACT, agent, what, check).await
+    }
+
+    /// `wait_status`, waiting at most `timeout`.
+    pub async fn wait_status_for(
+        &self,
+        timeout: Duration,
+        agent: &str,
+        what: &str,
+        check: impl Fn(&AgentStatus) -> bool,
+    ) -> AgentStatus {
         let api = self.api::<Agent>();
-        eventually(REACT, &format!("agent {agent}: {what}"), || {
+        eventually(timeout, &format!("agent {agent}: {what}"), || {
             let api = api.clone();
             let check = &check;
             async move {

@@ -322,22 +322,11 @@ impl Operator {
     }
 
     pub fn start_with(client: Client, namespace: &str) -> Operator {
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let config = agent_supervisor::controller::Config {
             namespaces: vec![namespace.to_string()],
             ..Default::default()
         };
-        let task = tokio::spawn(agent_supervisor::controller::run(
-            client,
-            config,
-            async move {
-                let _ = stopped.await;
-            },
-        ));
-        Operator {
-            stop: Some(stop),
-            task: Some(task),
-        }
+        Operator::start_with_config(client, config)
     }
 
     /// Stops the operator at once, as a crash would: no graceful shutdown.
