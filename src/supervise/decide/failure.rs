@@ -210,4 +210,30 @@ impl Decider<'_> {
         self.s.phase = Some(Phase::Shutdown);
         self.s.next_restart_at = None;
     }
+
+    /// A shutdown the operator recorded (from a termination message or a rule) is written in two
+    /// steps: the field first, the rest of the status after. If the second was lost, the ended
+    /// attempt is recorded now, as that decision did.
+    pub(super) fn complete_own_shutdown(&mut self) {
+        let own =
+            self.s.shutdown.as_ref().is_some_and(|s| {
+                matches!(s.source.as_deref(), Some("TerminationMessage" | "Rule"))
+            });
+        if !own || self.s.phase == Some(Phase::Shutdown) || self.s.attempt == 0 {
+            return;
+        }
+        let Some(pod) = self.current_pod().filter(|p| p.attempt == self.s.attempt) else {
+            return;
+        };
+        let liveness = Liveness {
+            heartbeat: None,
+            lease: None,
+        };
+        if let Verdict::Ended { ending, .. } =
+            classify::classify(pod, std::time::Duration::MAX, liveness, self.now)
+        {
+            let (failure, _) = self.failure_of(&ending, FailureClass::Shutdown);
+            self.s.last_failure = Some(failure);
+        }
+    }
 }
