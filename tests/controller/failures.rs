@@ -338,3 +338,64 @@ async fn a_stale_lease_cache_never_kills_a_renewing_agent() {
     assert_eq!(lost.len(), 1, "one kill, after the renewals stopped");
     operator.abort();
 }
+
+#[tokio::test]
+async fn a_restart_over_quota_waits_for_room_and_retries_soon() {
+    use k8s_openapi::api::core::v1::ResourceQuota;
+    let (ns, _operator) = setup().await;
+    let quotas = ns.api::<ResourceQuota>();
+    let quota = |pods: &str| {
+        serde_json::from_value::<ResourceQuota>(json!({
+            "metadata": { "name": "pods" }, "spec": { "hard": { "pods": pods } }
+        }))
+        .unwrap()
+    };
+    quotas
+        .create(&Default::default(), &quota("1"))
+        .await
+        .expect("create quota");
+    ns.create_agent("squeezed", json!({})).await;
+    ns.wait_running("squeezed-1").await;
+    ns.wait_status("squeezed", "Running", |s| s.phase == Some(Phase::Running))
+        .await;
+
+    // The replacement would be a second pod: over quota while the first still runs.
+    patch_agent(
+        &ns,
+        "squeezed",
+        json!({ "metadata": { "annotations": { "supervisor.dev/restart-requested-at": "1" } } }),
+    )
+    .await;
+    let status = ns
+        .wait_status("squeezed", "Ready says the replacement is refused", |s| {
+            ready_reason(s).is_some_and(|(reason, _)| reason == "ReplacementRefused")
+        })
+        .await;
+    assert!(
+        ready_reason(&status).unwrap().1.contains("exceeded quota"),
+        "{status:?}"
+    );
+    ns.wait_event("squeezed", "PodRefused").await;
+    let pod = ns.api::<Pod>().get("squeezed-1").await.expect("kept");
+    assert!(pod.metadata.deletion_timestamp.is_none());
+    assert_eq!(
+        status.handled_restart_request, None,
+        "not done, so not handled"
+    );
+
+    // Room is made: a quota refusal is retried within seconds, not treated as final.
+    let mut room = quota("2");
+    room.metadata.resource_version = quotas.get("pods").await.unwrap().metadata.resource_version;
+    quotas
+        .replace("pods", &Default::default(), &room)
+        .await
+        .expect("raise quota");
+    ns.wait_running("squeezed-2").await;
+    let status = ns
+        .wait_status("squeezed", "the manual restart recorded", |s| {
+            s.restart_count == 1 && s.attempt == 2
+        })
+        .await;
+    assert_eq!(status.restart_history[0].trigger, Trigger::Manual);
+    assert_eq!(status.handled_restart_request.as_deref(), Some("1"));
+}
