@@ -7,11 +7,12 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
-use super::Context;
 use super::error::GatherError;
 use super::manifests::{controlled_by, template_hash};
+use super::{Context, PolicyObject};
 use crate::api::{Agent, RESET_REQUESTED_ANNOTATION, RESTART_REQUESTED_ANNOTATION, RestartPolicy};
 use crate::supervise::{AgentFacts, Input, LeaseFacts, PodFacts, PolicyResolution, pod_name};
+use kube::core::DeserializeGuard;
 
 /// Where facts come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,7 +64,7 @@ pub async fn gather(
             reset_requested: annotation(RESET_REQUESTED_ANNOTATION),
         },
         status,
-        policy: resolve_policy(agent, ctx),
+        policy: resolve_policy_confirmed(agent, ctx).await?,
         pod: pod.as_ref().map(|p| PodFacts::from_pod(p, agent_container)),
         lease: lease.as_ref().map(LeaseFacts::from_lease),
     })
@@ -85,6 +86,25 @@ pub async fn latest(agent: &Agent, ctx: &Context) -> Result<Option<Agent>, Gathe
     let api: Api<Agent> =
         Api::namespaced(ctx.client.clone(), &agent.namespace().unwrap_or_default());
     read(&api, &agent.name_any()).await
+}
+
+/// The RestartPolicy that governs `agent`. A named policy missing from the cache is looked up on
+/// the server before it is believed missing: created just before the Agent, it may not have
+/// reached the cache yet (watches of different kinds keep no order between them).
+async fn resolve_policy_confirmed(
+    agent: &Agent,
+    ctx: &Context,
+) -> Result<PolicyResolution, GatherError> {
+    let resolution = resolve_policy(agent, ctx);
+    let PolicyResolution::Missing(name) = &resolution else {
+        return Ok(resolution);
+    };
+    let api: Api<PolicyObject> =
+        Api::namespaced(ctx.client.clone(), &agent.namespace().unwrap_or_default());
+    Ok(match read(&api, name).await? {
+        Some(DeserializeGuard(Ok(policy))) => PolicyResolution::Named(name.clone(), policy.spec),
+        _ => resolution,
+    })
 }
 
 /// The RestartPolicy that governs `agent`, from the cache. A policy that cannot be decoded
