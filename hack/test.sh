@@ -20,6 +20,10 @@ export KUBECONFIG="$TEST_KUBECONFIG"
 log "testing against $(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
 # The benchmarks, once each, as a smoke test (their figures come from `cargo bench`).
 cargo test --locked --benches
+# The scale benchmark, tiny, on this cluster: the harness works and every figure it prints is
+# present and sane; never a speed (`make bench-scale` measures).
+BENCH_KUBECONFIG="$TEST_KUBECONFIG" BENCH_PROFILE=dev BENCH_CHECK=1 N=5 M=3 STORM=5 QUIET=3 \
+  hack/bench-scale.sh
 # Integration tests mostly wait on the API server: run many at once, each in its own namespace.
 results="$(mktemp)"
 trap 'rm -f "$results"; [[ -n "${dir:-}" ]] && hack/cluster.sh down --dir "$dir"' EXIT

@@ -10,11 +10,12 @@ use jiff::Timestamp;
 /// Requests by `"<verb> <resource>[/<subresource>]"`.
 pub type Requests = BTreeMap<String, u64>;
 
-/// The requests of clients whose user agent starts with `user_agent`, received in
-/// `[from, to)`.
+/// The requests in `namespace` of clients whose user agent starts with `user_agent`, received
+/// in `[from, to)`.
 pub fn count(
     dir: &Path,
     user_agent: &str,
+    namespace: &str,
     from: Timestamp,
     to: Timestamp,
 ) -> anyhow::Result<Requests> {
@@ -50,6 +51,9 @@ pub fn count(
                 continue;
             }
             let object = &event["objectRef"];
+            if object["namespace"] != namespace {
+                continue;
+            }
             let mut resource = object["resource"].as_str().unwrap_or("-").to_string();
             if let Some(sub) = object["subresource"].as_str() {
                 resource = format!("{resource}/{sub}");

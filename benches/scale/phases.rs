@@ -70,7 +70,9 @@ pub async fn run(options: Options) -> anyhow::Result<Measured> {
     };
     let cpu_start = cpu_seconds(options.pid)?;
     converge(&client, &options, &mut measured).await?;
+    say(&options, "converge and quiet phases done");
     storm(&client, &options, &mut measured).await?;
+    say(&options, "storm done");
     measured.cpu_total_s = cpu_seconds(options.pid)? - cpu_start;
     measured.rss_peak_mib = memory_mib(options.pid, "VmHWM")?;
     Ok(measured)
@@ -84,6 +86,7 @@ async fn converge(client: &Client, options: &Options, m: &mut Measured) -> anyho
     let cpu0 = cpu_seconds(options.pid)?;
     let (wall0, t0) = (Timestamp::now(), Instant::now());
     let created = create_agents(&agents, options.agents, "agent", agent_spec(None, false)).await?;
+    say(options, &format!("{} Agents created", options.agents));
     let timeout = Duration::from_secs(120 + options.agents as u64 / 10);
     let all = options.agents;
     pods.wait(timeout, |s| s.running.len() >= all).await;
@@ -108,16 +111,17 @@ async fn converge(client: &Client, options: &Options, m: &mut Measured) -> anyho
     m.rss_converged_mib = memory_mib(options.pid, "VmRSS")?;
     let wall1 = Timestamp::now();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    m.converge_requests = audit::count(&options.audit_dir, &options.user_agent, wall0, wall1)?;
+    m.converge_requests = audit::count(&options.audit_dir, &options.user_agent, &ns, wall0, wall1)?;
 
     // Steady state: nothing changes, so a controller should write nothing.
     let quiet0 = Timestamp::now();
     tokio::time::sleep(Duration::from_secs_f64(options.quiet)).await;
     let quiet1 = Timestamp::now();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let quiet = audit::count(&options.audit_dir, &options.user_agent, quiet0, quiet1)?;
+    let quiet = audit::count(&options.audit_dir, &options.user_agent, &ns, quiet0, quiet1)?;
     m.quiet_writes = audit::writes(&quiet);
     drop(pods);
+    say(options, &format!("deleting namespace {ns}"));
     delete_namespace(client, &ns).await
 }
 
@@ -147,6 +151,13 @@ async fn storm(client: &Client, options: &Options, m: &mut Measured) -> anyhow::
     if !pods.wait(timeout, |s| s.first_pod.len() >= all).await {
         bail!("the storm's {all} agents did not all get a pod within {timeout:?}");
     }
+    say(
+        options,
+        &format!(
+            "storm of {all} agents for {storm_s} s",
+            storm_s = options.storm
+        ),
+    );
     // The storm: from the moment every agent has its first pod.
     let storm = Duration::from_secs_f64(options.storm);
     let cpu0 = cpu_seconds(options.pid)?;
@@ -174,9 +185,15 @@ async fn storm(client: &Client, options: &Options, m: &mut Measured) -> anyhow::
     m.replace_p90_ms = percentile_ms(&latencies, 0.90);
     m.replace_p99_ms = percentile_ms(&latencies, 0.99);
     tokio::time::sleep(Duration::from_secs(1)).await;
-    m.storm_requests = audit::count(&options.audit_dir, &options.user_agent, wall0, wall1)?;
+    m.storm_requests = audit::count(&options.audit_dir, &options.user_agent, &ns, wall0, wall1)?;
     drop(pods);
+    say(options, &format!("deleting namespace {ns}"));
     delete_namespace(client, &ns).await
+}
+
+/// A progress line on stderr.
+fn say(options: &Options, what: &str) {
+    eprintln!("==> {}: {what} ({})", options.controller, Timestamp::now());
 }
 
 /// An Agent's spec: one container; crashing soon after it runs when `crash`.
@@ -194,7 +211,11 @@ fn agent_spec(policy: Option<&str>, crash: bool) -> serde_json::Value {
     let mut spec = json!({
         "template": {
             "metadata": metadata,
-            "spec": {"containers": [{"name": "agent", "image": "bench/agent:1"}]},
+            // Deleted pods go at once, and so does each phase's namespace.
+            "spec": {
+                "containers": [{"name": "agent", "image": "bench/agent:1"}],
+                "terminationGracePeriodSeconds": 0,
+            },
         },
     });
     if let Some(policy) = policy {

@@ -196,7 +196,7 @@ pub fn table(op: &Measured, bare: &Measured) -> String {
         row(what, ms(a), ms(b), ratio(a, b));
     }
     row(
-        "failures not replaced 10 s after the storm (timed as replaced then)",
+        "failures of the storm still unreplaced up to 10 s after it (timed as replaced then)",
         format!("{} of {}", op.unreplaced, op.failures),
         format!("{} of {}", bare.unreplaced, bare.failures),
         String::new(),
