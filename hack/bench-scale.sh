@@ -29,10 +29,19 @@ out="$REPO_ROOT/target/bench-scale"
 mkdir -p "$out"
 started=()
 cleanup() {
-  local pid
+  local status=$? pid
   # Only the controllers started here (children of this shell, so their pids are still theirs).
   for pid in "${started[@]}"; do kill "$pid" 2>/dev/null || true; done
-  [[ -n "${cluster:-}" ]] && hack/cluster.sh down --dir "$cluster"
+  if [[ -n "${cluster:-}" ]]; then
+    # A failed run keeps the control plane's logs (not the audit log) for a look.
+    ((status == 0)) || cp "$cluster"/logs/kube-*.log "$cluster"/logs/kwok.log "$out/" 2>/dev/null || true
+    hack/cluster.sh down --dir "$cluster"
+  elif [[ -n "${run_id:-}" ]]; then
+    # On a cluster of someone else's, whatever an interrupted run left goes.
+    kubectl delete namespace --ignore-not-found --wait=false \
+      "bench-op-$run_id-converge" "bench-op-$run_id-storm" \
+      "bench-bare-$run_id-converge" "bench-bare-$run_id-storm" >/dev/null 2>&1 || true
+  fi
   return 0
 }
 trap cleanup EXIT
@@ -68,10 +77,10 @@ measure() {
   "$@" >"$out/$name.log" 2>&1 &
   local pid=$!
   started+=("$pid")
-  local deadline=$((SECONDS + 120))
+  local deadline=$((SECONDS + 300))
   until eval "$ready" >/dev/null 2>&1; do
     kill -0 "$pid" 2>/dev/null || { tail -n 20 "$out/$name.log" >&2; die "$name exited"; }
-    ((SECONDS < deadline)) || die "$name was not ready within 120s"
+    ((SECONDS < deadline)) || { tail -n 20 "$out/$name.log" >&2; die "$name was not ready within 300s"; }
     sleep 0.2
   done
   log "$name: converge ($N agents), quiet ${QUIET}s, storm ($M agents, ${STORM}s)"

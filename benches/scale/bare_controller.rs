@@ -15,7 +15,7 @@ use std::time::Duration;
 use agent_supervisor::api::{AGENT_LABEL, ATTEMPT_LABEL, Agent};
 use anyhow::Context as _;
 use clap::Parser;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::controller::{Action, Controller};
@@ -65,6 +65,7 @@ async fn run(client: Client, namespace: &str) {
         watcher::Config::default().labels(AGENT_LABEL),
     )
     .default_backoff()
+    .inspect_err(|e| eprintln!("pod watch failed: {e}"))
     .reflect(writer)
     .touched_objects();
     let controller = Controller::new(
