@@ -9,6 +9,7 @@
 //! requests apart, and prints `ready` once its caches have listed everything.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -59,31 +60,29 @@ async fn main() -> anyhow::Result<()> {
 
 /// One controller for one namespace, until the process is stopped.
 async fn run(client: Client, namespace: &str) {
+    // `ready` once both watches have listed everything.
+    let synced = Arc::new(AtomicUsize::new(0));
     let (pods, writer) = reflector::store();
     let pod_changes = watcher(
         Api::<Pod>::namespaced(client.clone(), namespace),
         watcher::Config::default().labels(AGENT_LABEL),
     )
     .default_backoff()
+    .inspect(announce(synced.clone(), namespace))
     .inspect_err(|e| eprintln!("pod watch failed: {e}"))
     .reflect(writer)
     .touched_objects();
-    let controller = Controller::new(
+    let (agents, writer) = reflector::store();
+    let agent_changes = watcher(
         Api::<Agent>::namespaced(client.clone(), namespace),
         watcher::Config::default(),
     )
-    .owns_stream(pod_changes);
-    let agents = controller.store();
-    let ready = {
-        let pods = pods.clone();
-        let namespace = namespace.to_string();
-        async move {
-            if pods.wait_until_ready().await.is_ok() && agents.wait_until_ready().await.is_ok() {
-                eprintln!("ready: {namespace}");
-            }
-        }
-    };
-    tokio::spawn(ready);
+    .default_backoff()
+    .inspect(announce(synced, namespace))
+    .inspect_err(|e| eprintln!("Agent watch failed: {e}"))
+    .reflect(writer)
+    .applied_objects();
+    let controller = Controller::for_stream(agent_changes, agents).owns_stream(pod_changes);
     let context = Arc::new(Context {
         client,
         pods,
@@ -95,8 +94,28 @@ async fn run(client: Client, namespace: &str) {
             |_, _, _| Action::requeue(Duration::from_secs(1)),
             context,
         )
-        .for_each(|_| futures::future::ready(()))
+        .for_each(|result| {
+            if let Err(e) = result {
+                eprintln!("{e}");
+            }
+            futures::future::ready(())
+        })
         .await;
+}
+
+/// Counts the watches that have listed everything; the second prints `ready: <namespace>`.
+fn announce<K>(
+    synced: Arc<AtomicUsize>,
+    namespace: &str,
+) -> impl FnMut(&Result<watcher::Event<K>, watcher::Error>) + use<K> {
+    let namespace = namespace.to_string();
+    move |event| {
+        if matches!(event, Ok(watcher::Event::InitDone))
+            && synced.fetch_add(1, Ordering::SeqCst) == 1
+        {
+            eprintln!("ready: {namespace}");
+        }
+    }
 }
 
 /// Creates the first pod, or the next one when the latest failed.
