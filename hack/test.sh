@@ -20,6 +20,11 @@ export KUBECONFIG="$TEST_KUBECONFIG"
 log "testing against $(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
 # The benchmarks, once each, as a smoke test (their figures come from `cargo bench`).
 cargo test --locked --benches
+# The scale benchmark, tiny, on this cluster: the harness works and every figure it prints is
+# present and sane; never a speed (`make bench-scale` measures).
+bench=0
+BENCH_KUBECONFIG="$TEST_KUBECONFIG" BENCH_PROFILE=dev BENCH_CHECK=1 N=5 M=3 STORM=5 QUIET=3 \
+  hack/bench-scale.sh || bench=$?
 # Integration tests mostly wait on the API server: run many at once, each in its own namespace.
 results="$(mktemp)"
 trap 'rm -f "$results"; [[ -n "${dir:-}" ]] && hack/cluster.sh down --dir "$dir"' EXIT
@@ -29,4 +34,5 @@ cargo test --locked --lib --bins --tests --no-fail-fast -- --test-threads="${TES
 # One closing line for the whole suite, summed over every test binary.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "suite: %d passed, %d failed\n", p, f }' "$results"
+((bench == 0)) || { log "the scale benchmark's smoke run failed"; status=1; }
 exit "$status"

@@ -1,0 +1,171 @@
+//! The baseline of `make bench-scale`: the least a controller can do for Agents. It watches
+//! Agents and their pods and, when an Agent has no pod or its latest pod failed, creates the
+//! next attempt's pod (`<agent>-<attempt>`, as the operator names them). Nothing else: no
+//! status, no Events, no policy, no backoff.
+//!
+//!     bare-controller --namespaces a,b
+//!
+//! It sends the user agent `bare-controller/<version>`, so the API server's audit log tells its
+//! requests apart, and prints `ready` once its caches have listed everything.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_supervisor::api::{AGENT_LABEL, ATTEMPT_LABEL, Agent};
+use anyhow::Context as _;
+use clap::Parser;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+
+#[derive(Parser)]
+struct Args {
+    /// The namespaces to watch, comma-separated.
+    #[arg(long, value_delimiter = ',', required = true)]
+    namespaces: Vec<String>,
+}
+
+struct Context {
+    client: Client,
+    pods: Store<Pod>,
+    /// The highest attempt created or seen per Agent: where the walk over its pods starts.
+    latest: Mutex<HashMap<ObjectRef<Agent>, u32>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+struct Error(#[from] kube::Error);
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let mut config = kube::Config::infer()
+        .await
+        .context("no Kubernetes client configuration")?;
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(concat!("bare-controller/", env!("CARGO_PKG_VERSION"))),
+    ));
+    let client = Client::try_from(config)?;
+    let controllers = args.namespaces.iter().map(|ns| run(client.clone(), ns));
+    futures::future::join_all(controllers).await;
+    Ok(())
+}
+
+/// One controller for one namespace, until the process is stopped.
+async fn run(client: Client, namespace: &str) {
+    // `ready` once both watches have listed everything.
+    let synced = Arc::new(AtomicUsize::new(0));
+    let (pods, writer) = reflector::store();
+    let pod_changes = watcher(
+        Api::<Pod>::namespaced(client.clone(), namespace),
+        watcher::Config::default().labels(AGENT_LABEL),
+    )
+    .default_backoff()
+    .inspect(announce(synced.clone(), namespace))
+    .inspect_err(|e| eprintln!("pod watch failed: {e}"))
+    .reflect(writer)
+    .touched_objects();
+    let (agents, writer) = reflector::store();
+    let agent_changes = watcher(
+        Api::<Agent>::namespaced(client.clone(), namespace),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .inspect(announce(synced, namespace))
+    .inspect_err(|e| eprintln!("Agent watch failed: {e}"))
+    .reflect(writer)
+    .applied_objects();
+    let controller = Controller::for_stream(agent_changes, agents).owns_stream(pod_changes);
+    let context = Arc::new(Context {
+        client,
+        pods,
+        latest: Mutex::default(),
+    });
+    controller
+        .run(
+            reconcile,
+            |_, _, _| Action::requeue(Duration::from_secs(1)),
+            context,
+        )
+        .for_each(|result| {
+            if let Err(e) = result {
+                eprintln!("{e}");
+            }
+            futures::future::ready(())
+        })
+        .await;
+}
+
+/// Counts the watches that have listed everything; the second prints `ready: <namespace>`.
+fn announce<K>(
+    synced: Arc<AtomicUsize>,
+    namespace: &str,
+) -> impl FnMut(&Result<watcher::Event<K>, watcher::Error>) + use<K> {
+    let namespace = namespace.to_string();
+    move |event| {
+        if matches!(event, Ok(watcher::Event::InitDone))
+            && synced.fetch_add(1, Ordering::SeqCst) == 1
+        {
+            eprintln!("ready: {namespace}");
+        }
+    }
+}
+
+/// Creates the first pod, or the next one when the latest failed.
+async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let namespace = agent.namespace().unwrap_or_default();
+    let name = agent.name_any();
+    let key = ObjectRef::from_obj(&*agent);
+    let pod_ref = |attempt: u32| ObjectRef::new(&format!("{name}-{attempt}")).within(&namespace);
+    let mut attempt = ctx.latest.lock().unwrap().get(&key).copied().unwrap_or(1);
+    while ctx.pods.get(&pod_ref(attempt + 1)).is_some() {
+        attempt += 1;
+    }
+    let next = match ctx.pods.get(&pod_ref(attempt)) {
+        // Not seen yet: the first pod, or one created and not yet in the cache (created again,
+        // it only meets AlreadyExists).
+        None => attempt,
+        Some(pod) if pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed") => {
+            attempt + 1
+        }
+        Some(_) => return Ok(Action::await_change()),
+    };
+    let pods = Api::<Pod>::namespaced(ctx.client.clone(), &namespace);
+    match pods.create(&Default::default(), &pod(&agent, next)).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => return Err(e.into()),
+    }
+    ctx.latest.lock().unwrap().insert(key, next);
+    Ok(Action::await_change())
+}
+
+/// The pod of attempt `attempt`: the template, owned by the Agent, labelled like the operator's.
+fn pod(agent: &Agent, attempt: u32) -> Pod {
+    let template = &agent.spec.template;
+    let meta = template.metadata.clone().unwrap_or_default();
+    let mut labels = meta.labels.unwrap_or_default();
+    labels.insert(AGENT_LABEL.into(), agent.name_any());
+    labels.insert(ATTEMPT_LABEL.into(), attempt.to_string());
+    let mut spec = template.spec.clone().unwrap_or_default();
+    spec.restart_policy = Some("Never".into());
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(format!("{}-{attempt}", agent.name_any())),
+            namespace: agent.namespace(),
+            labels: Some(labels),
+            annotations: meta.annotations,
+            owner_references: Some(vec![agent.controller_owner_ref(&()).unwrap()]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(spec),
+        status: None,
+    }
+}

@@ -1,0 +1,76 @@
+//! The measuring side of `make bench-scale` (hack/bench-scale.sh runs it; see the README's
+//! Performance section).
+//!
+//!     bench-scale run --controller NAME --pid PID --user-agent PREFIX --audit-dir DIR ...
+//!         runs the phases against a controller already started (pid PID, watching the
+//!         namespaces PREFIX-converge and PREFIX-storm) and writes what it measured as JSON;
+//!     bench-scale table --operator FILE --bare FILE [--check]
+//!         prints the comparison as one markdown table; --check fails unless every figure is
+//!         present and sane (the smoke run of `make test`), never on a speed.
+//!
+//! Every time comes from this process's clock as it sees the watch events of ONE pod watch per
+//! phase (the API server orders them): the Failed update of a pod is always seen before the
+//! creation of its replacement.
+
+mod audit;
+mod phases;
+mod report;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Run(phases::Options),
+    Table {
+        #[arg(long)]
+        operator: PathBuf,
+        #[arg(long)]
+        bare: PathBuf,
+        /// Fail unless every figure is present and sane.
+        #[arg(long)]
+        check: bool,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    match Args::parse().command {
+        Command::Run(options) => {
+            let out = options.out.clone();
+            let result = phases::run(options).await?;
+            std::fs::write(&out, serde_json::to_string_pretty(&result)?)?;
+        }
+        Command::Table {
+            operator,
+            bare,
+            check,
+        } => {
+            let read = |path: &PathBuf| -> anyhow::Result<report::Measured> {
+                Ok(serde_json::from_slice(&std::fs::read(path)?)?)
+            };
+            let (operator, bare) = (read(&operator)?, read(&bare)?);
+            print!("{}", report::table(&operator, &bare));
+            if check {
+                let problems: Vec<String> = [&operator, &bare]
+                    .into_iter()
+                    .flat_map(report::problems)
+                    .collect();
+                if !problems.is_empty() {
+                    anyhow::bail!(
+                        "the benchmark's figures are not sane:\n{}",
+                        problems.join("\n")
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,431 @@
+//! The phases, each in a namespace of its own that is gone before the next begins:
+//! converge (N Agents until every pod is Running), a quiet stretch (writes in steady state),
+//! and a storm (M Agents crash-looping, restarted at once).
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agent_supervisor::api::{AGENT_LABEL, Agent, RestartPolicy};
+use anyhow::{Context as _, bail};
+use futures::{StreamExt, TryStreamExt};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{DeleteParams, PostParams};
+use kube::runtime::watcher;
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+
+use crate::audit;
+use crate::report::{Measured, percentile_ms};
+
+#[derive(Clone, clap::Args)]
+pub struct Options {
+    /// Who is measured, as the table names it.
+    #[arg(long)]
+    controller: String,
+    /// The controller's process: its CPU time and memory are read from /proc.
+    #[arg(long)]
+    pid: u32,
+    /// The start of the controller's user agent, as the audit log records it.
+    #[arg(long)]
+    user_agent: String,
+    /// The directory of the API server's audit log.
+    #[arg(long)]
+    audit_dir: PathBuf,
+    /// The phases' namespaces are PREFIX-converge and PREFIX-storm.
+    #[arg(long)]
+    namespace_prefix: String,
+    /// Agents created at once in the converge phase.
+    #[arg(long, default_value_t = 1000)]
+    agents: usize,
+    /// Crash-looping agents in the storm.
+    #[arg(long, default_value_t = 200)]
+    storm_agents: usize,
+    /// How long the storm lasts, in seconds.
+    #[arg(long, default_value_t = 60.0)]
+    storm: f64,
+    /// The quiet stretch after converging, in seconds.
+    #[arg(long, default_value_t = 60.0)]
+    quiet: f64,
+    /// Where the figures go (JSON).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// The label that makes kwok's chaos stage (pod-container-running-failed) fail a running pod:
+/// only the storm's pods carry it.
+const CHAOS_LABEL: &str = "pod-container-running-failed.stage.kwok.x-k8s.io";
+
+pub async fn run(options: Options) -> anyhow::Result<Measured> {
+    let client = Client::try_default().await?;
+    let mut measured = Measured {
+        controller: options.controller.clone(),
+        agents: options.agents,
+        storm_agents: options.storm_agents,
+        storm_s: options.storm,
+        quiet_s: options.quiet,
+        ..Measured::default()
+    };
+    let cpu_start = cpu_seconds(options.pid)?;
+    converge(&client, &options, &mut measured).await?;
+    say(&options, "converge and quiet phases done");
+    storm(&client, &options, &mut measured).await?;
+    say(&options, "storm done");
+    measured.cpu_total_s = cpu_seconds(options.pid)? - cpu_start;
+    measured.rss_peak_mib = memory_mib(options.pid, "VmHWM")?;
+    Ok(measured)
+}
+
+async fn converge(client: &Client, options: &Options, m: &mut Measured) -> anyhow::Result<()> {
+    let ns = format!("{}-converge", options.namespace_prefix);
+    create_namespace(client, &ns).await?;
+    let pods = PodWatch::start(client, &ns).await?;
+    let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
+    let cpu0 = cpu_seconds(options.pid)?;
+    let (wall0, t0) = (Timestamp::now(), Instant::now());
+    let created = create_agents(&agents, options.agents, "agent", agent_spec(None, false)).await?;
+    say(options, &format!("{} Agents created", options.agents));
+    let timeout = Duration::from_secs(120 + options.agents as u64 / 10);
+    let all = options.agents;
+    pods.wait(timeout, |s| s.running.len() >= all).await;
+    let seen = pods.snapshot();
+    m.pods_running = seen.running.len();
+    m.converge_s = seen
+        .running
+        .values()
+        .max()
+        .map(|t| t.duration_since(t0).as_secs_f64());
+    let latencies: Vec<Duration> = created
+        .iter()
+        .filter_map(|(agent, at)| {
+            seen.first_pod
+                .get(agent)
+                .map(|pod| pod.saturating_duration_since(*at))
+        })
+        .collect();
+    m.create_to_pod_p50_ms = percentile_ms(&latencies, 0.50);
+    m.create_to_pod_p99_ms = percentile_ms(&latencies, 0.99);
+    m.converge_cpu_s = cpu_seconds(options.pid)? - cpu0;
+    m.rss_converged_mib = memory_mib(options.pid, "VmRSS")?;
+    let wall1 = Timestamp::now();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    m.converge_requests = audit::count(&options.audit_dir, &options.user_agent, &ns, wall0, wall1)?;
+
+    // Steady state: nothing changes, so a controller should write nothing.
+    let quiet0 = Timestamp::now();
+    tokio::time::sleep(Duration::from_secs_f64(options.quiet)).await;
+    let quiet1 = Timestamp::now();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let quiet = audit::count(&options.audit_dir, &options.user_agent, &ns, quiet0, quiet1)?;
+    m.quiet_writes = audit::writes(&quiet);
+    drop(pods);
+    say(options, &format!("deleting namespace {ns}"));
+    delete_namespace(client, &ns).await
+}
+
+async fn storm(client: &Client, options: &Options, m: &mut Measured) -> anyhow::Result<()> {
+    let ns = format!("{}-storm", options.namespace_prefix);
+    create_namespace(client, &ns).await?;
+    // Restart at once, always: no breaker, no limit.
+    let policy: RestartPolicy = serde_json::from_value(json!({
+        "apiVersion": "supervisor.dev/v1alpha1",
+        "kind": "RestartPolicy",
+        "metadata": {"name": "immediate"},
+        "spec": {
+            "backoff": {"type": "Immediate"},
+            "circuitBreaker": {"failureThreshold": 0},
+            "limits": {"maxRestarts": 0},
+        },
+    }))?;
+    Api::<RestartPolicy>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), &policy)
+        .await?;
+    let pods = PodWatch::start(client, &ns).await?;
+    let agents: Api<Agent> = Api::namespaced(client.clone(), &ns);
+    let spec = agent_spec(Some("immediate"), true);
+    create_agents(&agents, options.storm_agents, "crasher", spec).await?;
+    let all = options.storm_agents;
+    let timeout = Duration::from_secs(120 + options.storm_agents as u64 / 10);
+    if !pods.wait(timeout, |s| s.first_pod.len() >= all).await {
+        bail!("the storm's {all} agents did not all get a pod within {timeout:?}");
+    }
+    say(
+        options,
+        &format!(
+            "storm of {all} agents for {storm_s} s",
+            storm_s = options.storm
+        ),
+    );
+    // The storm: from the moment every agent has its first pod.
+    let storm = Duration::from_secs_f64(options.storm);
+    let cpu0 = cpu_seconds(options.pid)?;
+    let wall0 = Timestamp::now();
+    let start = Instant::now();
+    pods.state.lock().unwrap().window = Some((start, start + storm));
+    tokio::time::sleep(storm).await;
+    let wall1 = Timestamp::now();
+    m.storm_cpu_s = cpu_seconds(options.pid)? - cpu0;
+    // Failures of the window still waiting for their replacement get a little longer.
+    let drain = storm.min(Duration::from_secs(10));
+    pods.wait(drain, |s| s.pending.is_empty()).await;
+    let end = Instant::now();
+    let seen = pods.snapshot();
+    let mut latencies = seen.replacements.clone();
+    m.unreplaced = seen.pending.len() as u64;
+    latencies.extend(
+        seen.pending
+            .values()
+            .map(|failed| end.duration_since(*failed)),
+    );
+    m.restarts = seen.restarts;
+    m.failures = latencies.len() as u64;
+    m.replace_p50_ms = percentile_ms(&latencies, 0.50);
+    m.replace_p90_ms = percentile_ms(&latencies, 0.90);
+    m.replace_p99_ms = percentile_ms(&latencies, 0.99);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    m.storm_requests = audit::count(&options.audit_dir, &options.user_agent, &ns, wall0, wall1)?;
+    drop(pods);
+    say(options, &format!("deleting namespace {ns}"));
+    delete_namespace(client, &ns).await
+}
+
+/// A progress line on stderr.
+fn say(options: &Options, what: &str) {
+    eprintln!("==> {}: {what} ({})", options.controller, Timestamp::now());
+}
+
+/// An Agent's spec: one container; crashing soon after it runs when `crash`.
+fn agent_spec(policy: Option<&str>, crash: bool) -> serde_json::Value {
+    let mut metadata = json!({});
+    if crash {
+        metadata = json!({
+            "labels": {CHAOS_LABEL: "true"},
+            "annotations": {
+                format!("{CHAOS_LABEL}/exit-code"): "1",
+                format!("{CHAOS_LABEL}/reason"): "Error",
+            },
+        });
+    }
+    let mut spec = json!({
+        "template": {
+            "metadata": metadata,
+            // Deleted pods go at once, and so does each phase's namespace.
+            "spec": {
+                "containers": [{"name": "agent", "image": "bench/agent:1"}],
+                "terminationGracePeriodSeconds": 0,
+            },
+        },
+    });
+    if let Some(policy) = policy {
+        spec["restartPolicyRef"] = json!({"name": policy});
+    }
+    spec
+}
+
+/// Creates `count` Agents named `<prefix>-<i>`, 32 requests at a time; when each was created.
+async fn create_agents(
+    api: &Api<Agent>,
+    count: usize,
+    prefix: &str,
+    spec: serde_json::Value,
+) -> anyhow::Result<HashMap<String, Instant>> {
+    futures::stream::iter(0..count)
+        .map(|i| {
+            let name = format!("{prefix}-{i}");
+            let agent = json!({
+                "apiVersion": "supervisor.dev/v1alpha1",
+                "kind": "Agent",
+                "metadata": {"name": name},
+                "spec": spec,
+            });
+            async move {
+                let agent: Agent = serde_json::from_value(agent)?;
+                api.create(&PostParams::default(), &agent)
+                    .await
+                    .with_context(|| format!("cannot create Agent {name}"))?;
+                anyhow::Ok((name, Instant::now()))
+            }
+        })
+        .buffer_unordered(32)
+        .try_collect()
+        .await
+}
+
+async fn create_namespace(client: &Client, name: &str) -> anyhow::Result<()> {
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .with_context(|| format!("cannot create namespace {name}"))?;
+    Ok(())
+}
+
+/// Deletes the namespace and waits until it is gone.
+async fn delete_namespace(client: &Client, name: &str) -> anyhow::Result<()> {
+    let api = Api::<Namespace>::all(client.clone());
+    api.delete(name, &DeleteParams::default()).await?;
+    let deadline = Instant::now() + Duration::from_secs(900);
+    while api.get_opt(name).await?.is_some() {
+        if Instant::now() > deadline {
+            bail!("namespace {name} still exists 15 minutes after its deletion");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Ok(())
+}
+
+/// What one pod watch has seen, as it saw it.
+#[derive(Clone, Default)]
+pub struct Seen {
+    /// Per Agent: when its first pod appeared.
+    first_pod: HashMap<String, Instant>,
+    /// Per Agent: when one of its pods was first Running.
+    running: HashMap<String, Instant>,
+    /// Pods seen, and pods seen Failed.
+    pods: HashSet<String>,
+    failed: HashSet<String>,
+    /// The storm's window: failures inside it are timed, replacements inside it counted.
+    window: Option<(Instant, Instant)>,
+    /// Per Agent: a failure of the window whose replacement has not appeared yet.
+    pending: HashMap<String, Instant>,
+    /// Failure → replacement, for the failures of the window.
+    replacements: Vec<Duration>,
+    /// Pods created in the window that replace another.
+    restarts: u64,
+}
+
+impl Seen {
+    fn saw(&mut self, pod: &Pod, now: Instant) {
+        let Some(agent) = pod.labels().get(AGENT_LABEL).cloned() else {
+            return;
+        };
+        let name = pod.name_any();
+        let in_window = self.window.is_some_and(|(a, b)| a <= now && now < b);
+        if self.pods.insert(name.clone()) {
+            if self.first_pod.contains_key(&agent) {
+                if in_window {
+                    self.restarts += 1;
+                }
+                if let Some(failed) = self.pending.remove(&agent) {
+                    self.replacements.push(now.duration_since(failed));
+                }
+            } else {
+                self.first_pod.insert(agent.clone(), now);
+            }
+        }
+        match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
+            Some("Running") => {
+                self.running.entry(agent).or_insert(now);
+            }
+            Some("Failed") if self.failed.insert(name) && in_window => {
+                self.pending.entry(agent).or_insert(now);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// One watch of a namespace's pods, recording into [`Seen`]; stops when dropped.
+struct PodWatch {
+    state: Arc<Mutex<Seen>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl PodWatch {
+    async fn start(client: &Client, namespace: &str) -> anyhow::Result<Self> {
+        let state = Arc::new(Mutex::new(Seen::default()));
+        let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+        let events = watcher(api, watcher::Config::default().labels(AGENT_LABEL));
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let recorder = state.clone();
+        let task = tokio::spawn(async move {
+            let mut ready = Some(ready_tx);
+            let mut events = std::pin::pin!(events);
+            while let Some(event) = events.next().await {
+                let now = Instant::now();
+                match event {
+                    Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
+                        recorder.lock().unwrap().saw(&pod, now);
+                    }
+                    Ok(watcher::Event::InitDone) => {
+                        if let Some(ready) = ready.take() {
+                            let _ = ready.send(());
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        eprintln!("pod watch: {e}");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                }
+            }
+        });
+        ready_rx
+            .await
+            .context("the pod watch ended before it listed")?;
+        Ok(PodWatch { state, task })
+    }
+
+    fn snapshot(&self) -> Seen {
+        self.state.lock().unwrap().clone()
+    }
+
+    /// Waits until `done` holds, or `timeout`; whether it holds.
+    async fn wait(&self, timeout: Duration, done: impl Fn(&Seen) -> bool) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if done(&self.state.lock().unwrap()) {
+                return true;
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for PodWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// User plus system CPU seconds of the process so far.
+fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("process {pid} is gone"))?;
+    // The fields after the command (which may hold spaces) in parentheses.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
+    let (Some(user), Some(system)) = (ticks(11), ticks(12)) else {
+        bail!("cannot read the CPU times in /proc/{pid}/stat");
+    };
+    Ok((user + system) / clock_ticks())
+}
+
+fn clock_ticks() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// A memory figure of /proc/<pid>/status (VmRSS, VmHWM), in MiB.
+fn memory_mib(pid: u32, field: &str) -> anyhow::Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .with_context(|| format!("no {field} in /proc/{pid}/status"))?;
+    Ok(kib / 1024.0)
+}

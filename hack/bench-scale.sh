@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# make bench-scale: the operator against a bare baseline controller, one after the other on one
+# local control plane of its own, and one table comparing them (see the README's Performance
+# section).
+#
+#   N       Agents created at once in the converge phase (default 1000)
+#   M       crash-looping Agents in the storm (default 200)
+#   STORM   how long the storm lasts, in seconds (default 60)
+#   QUIET   the quiet stretch after converging, in seconds (default 60)
+#   BENCH_PROFILE      cargo profile of the binaries measured (default release)
+#   BENCH_KUBECONFIG   run on this cluster (a local control plane: its audit log is read from
+#                      logs/ next to the kubeconfig) instead of starting one
+#   BENCH_CHECK=1      fail unless every figure is present and sane (the smoke run of make test)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$REPO_ROOT"
+export PATH="$TOOLS_PATH:$PATH"
+
+N=${N:-1000}
+M=${M:-200}
+STORM=${STORM:-60}
+QUIET=${QUIET:-60}
+STORM=${STORM%s}
+QUIET=${QUIET%s}
+PROFILE=${BENCH_PROFILE:-release}
+command="N=$N M=$M STORM=$STORM QUIET=$QUIET make bench-scale"
+
+out="$REPO_ROOT/target/bench-scale"
+mkdir -p "$out"
+started=()
+cleanup() {
+  local status=$? pid
+  # Only the controllers started here (children of this shell, so their pids are still theirs).
+  for pid in "${started[@]}"; do kill "$pid" 2>/dev/null || true; done
+  if [[ -n "${cluster:-}" ]]; then
+    # A failed run keeps the control plane's logs (not the audit log) for a look.
+    ((status == 0)) || cp "$cluster"/logs/kube-*.log "$cluster"/logs/kwok.log "$out/" 2>/dev/null || true
+    hack/cluster.sh down --dir "$cluster"
+  elif [[ -n "${run_id:-}" ]]; then
+    # On a cluster of someone else's, whatever an interrupted run left goes.
+    kubectl delete namespace --ignore-not-found --wait=false \
+      "bench-op-$run_id-converge" "bench-op-$run_id-storm" \
+      "bench-bare-$run_id-converge" "bench-bare-$run_id-storm" >/dev/null 2>&1 || true
+  fi
+  return 0
+}
+trap cleanup EXIT
+
+log "building the operator and the baseline ($PROFILE)"
+cargo build --locked --profile "$PROFILE" --bin agent-supervisor \
+  --example bare-controller --example bench-scale
+bin="$REPO_ROOT/target/$([[ $PROFILE == dev ]] && echo debug || echo "$PROFILE")"
+
+if [[ -n "${BENCH_KUBECONFIG:-}" ]]; then
+  export KUBECONFIG="$BENCH_KUBECONFIG"
+else
+  cluster="$REPO_ROOT/target/bench-cluster"
+  # 1000 pods a node: room for every pod of the larger phase, and some.
+  bigger=$((N > M ? N : M))
+  nodes=$(((bigger * 5 / 4 + 999) / 1000))
+  ((nodes >= 2)) || nodes=2
+  KWOK_NODES=$nodes AUDIT_LOG_MAXBACKUP=50 hack/cluster.sh up --dir "$cluster" --owner-pid $$
+  export KUBECONFIG="$cluster/kubeconfig"
+fi
+audit_dir="$(dirname "$KUBECONFIG")/logs"
+[[ -f "$audit_dir/audit.log" ]] || die "no audit log at $audit_dir/audit.log"
+kubectl apply --server-side --force-conflicts -f crds/ >/dev/null
+kubectl wait --for condition=Established --timeout=60s \
+  crd/agents.supervisor.dev crd/restartpolicies.supervisor.dev >/dev/null
+
+# measure NAME USER_AGENT READY_CHECK NAMESPACE_PREFIX -- COMMAND...: starts the controller,
+# waits until READY_CHECK succeeds, runs the phases against it, stops it.
+measure() {
+  local name=$1 user_agent=$2 ready=$3 prefix=$4
+  shift 5
+  log "$name: starting"
+  "$@" >"$out/$name.log" 2>&1 &
+  local pid=$!
+  started+=("$pid")
+  local deadline=$((SECONDS + 300))
+  until eval "$ready" >/dev/null 2>&1; do
+    kill -0 "$pid" 2>/dev/null || { tail -n 20 "$out/$name.log" >&2; die "$name exited"; }
+    ((SECONDS < deadline)) || { tail -n 20 "$out/$name.log" >&2; die "$name was not ready within 300s"; }
+    sleep 0.2
+  done
+  log "$name: converge ($N agents), quiet ${QUIET}s, storm ($M agents, ${STORM}s)"
+  "$bin/examples/bench-scale" run --controller "$name" --pid "$pid" --user-agent "$user_agent" \
+    --audit-dir "$audit_dir" --namespace-prefix "$prefix" --agents "$N" --storm-agents "$M" \
+    --storm "$STORM" --quiet "$QUIET" --out "$out/$name.json"
+  kill "$pid"
+  wait "$pid" || true
+}
+
+run_id=$(printf '%04x' $((RANDOM % 65536)))
+op_ns="bench-op-$run_id"
+port=$(free_port)
+measure operator "agent-supervisor/" "curl -sf http://127.0.0.1:$port/readyz" "$op_ns" -- \
+  "$bin/agent-supervisor" --leader-elect=false --namespaces="$op_ns-converge,$op_ns-storm" \
+  --metrics-addr="127.0.0.1:$port"
+bare_ns="bench-bare-$run_id"
+measure bare "bare-controller/" "[[ \$(grep -c '^ready' '$out/bare.log') -ge 2 ]]" "$bare_ns" -- \
+  "$bin/examples/bare-controller" --namespaces="$bare_ns-converge,$bare_ns-storm"
+
+echo
+check=()
+[[ "${BENCH_CHECK:-}" == 1 ]] && check=(--check)
+"$bin/examples/bench-scale" table --operator "$out/operator.json" --bare "$out/bare.json" "${check[@]}"
+echo
+echo "Measured with: $command (kwok nodes: ${nodes:-of the given cluster}; $(nproc) cores)"
