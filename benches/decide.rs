@@ -173,6 +173,7 @@ fn running_status() -> AgentStatus {
         restart_history: history,
         circuit_breaker: Some(CircuitBreakerStatus::default()),
         shutdown: None,
+        group: None,
         conditions: vec![
             condition("CircuitBreakerOpen", false, "Closed", ""),
             condition(
@@ -268,6 +269,7 @@ fn input(status: AgentStatus, pod: Option<PodFacts>, lease: Option<LeaseFacts>) 
         policy: PolicyResolution::Named(POLICY.to_string(), policy()),
         pod,
         lease,
+        group: None,
     }
 }
 

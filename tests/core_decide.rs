@@ -110,6 +110,7 @@ impl Sim {
                 policy,
                 pod: None,
                 lease: None,
+                group: None,
             },
         }
     }

@@ -404,6 +404,7 @@ fn arb_status() -> BoxedStrategy<AgentStatus> {
                 recent_restarts,
                 handled_restart_request,
                 handled_reset_request,
+                group: None,
             },
         )
         .boxed()
@@ -640,6 +641,7 @@ fn arb_input() -> BoxedStrategy<Input> {
                     policy,
                     pod,
                     lease,
+                    group: None,
                 }
             },
         )
@@ -1137,6 +1139,7 @@ impl World {
                 policy: PolicyResolution::Named("walk".to_string(), policy.clone()),
                 pod: None,
                 lease: None,
+                group: None,
             },
             pods: Vec::new(),
             policy,

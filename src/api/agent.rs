@@ -261,6 +261,10 @@ pub struct AgentStatus {
     /// The last `supervisor.dev/reset-requested-at` value acted on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handled_reset_request: Option<String>,
+
+    /// The AgentGroup this agent is a member of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<super::GroupMembership>,
 }
 
 /// One failed attempt.
@@ -332,15 +336,18 @@ pub enum Trigger {
     Rollout,
     /// The pod was evicted, preempted, or lost with its node.
     Disruption,
+    /// The agent's group restarted it with a member that crashed.
+    Group,
 }
 
 impl Trigger {
-    pub const ALL: [Trigger; 5] = [
+    pub const ALL: [Trigger; 6] = [
         Trigger::Failure,
         Trigger::HeartbeatLost,
         Trigger::Manual,
         Trigger::Rollout,
         Trigger::Disruption,
+        Trigger::Group,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -350,6 +357,7 @@ impl Trigger {
             Trigger::Manual => "Manual",
             Trigger::Rollout => "Rollout",
             Trigger::Disruption => "Disruption",
+            Trigger::Group => "Group",
         }
     }
 

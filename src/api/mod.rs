@@ -1,12 +1,14 @@
-//! The `supervisor.dev/v1alpha1` API: the `Agent` and `RestartPolicy` custom resources, as
+//! The `supervisor.dev/v1alpha1` API: the `Agent`, `RestartPolicy` and `AgentGroup` custom resources, as
 //! SPEC.md defines them. Field names here are the API.
 
 mod agent;
 pub mod duration;
+mod group;
 mod policy;
 
 pub use agent::*;
 pub use duration::Duration;
+pub use group::*;
 pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 pub use policy::*;
 
@@ -149,7 +151,8 @@ pub fn crd_files() -> Vec<(String, String)> {
         );
     }
     let policy = serde_json::to_value(RestartPolicy::crd()).expect("a CRD serializes");
-    [agent, policy]
+    let group = serde_json::to_value(AgentGroup::crd()).expect("a CRD serializes");
+    [agent, policy, group]
         .into_iter()
         .map(|mut crd| {
             reflow_descriptions(&mut crd);

@@ -67,6 +67,7 @@ pub async fn gather(
         policy: resolve_policy_confirmed(agent, ctx).await?,
         pod: pod.as_ref().map(|p| PodFacts::from_pod(p, agent_container)),
         lease: lease.as_ref().map(LeaseFacts::from_lease),
+        group: None,
     })
 }
 

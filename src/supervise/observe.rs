@@ -22,6 +22,8 @@ pub struct Input {
     pub pod: Option<PodFacts>,
     /// The heartbeat Lease, when the agent has a heartbeat and the Lease exists.
     pub lease: Option<LeaseFacts>,
+    /// The agent's orders from the AgentGroup it belongs to, if it belongs to one.
+    pub group: Option<super::group::Directive>,
 }
 
 /// What the decision needs of the Agent object itself.

@@ -77,6 +77,10 @@ pub enum EventReason {
     ManualRestart,
     Reset,
     RolledOut,
+    /// The agent's group gave up: it is stopped.
+    GroupGaveUp,
+    /// The agent's group shut down: it is shut down.
+    GroupShutdown,
 }
 
 impl EventReason {
@@ -97,6 +101,8 @@ impl EventReason {
             EventReason::ManualRestart => "ManualRestart",
             EventReason::Reset => "Reset",
             EventReason::RolledOut => "RolledOut",
+            EventReason::GroupGaveUp => "GroupGaveUp",
+            EventReason::GroupShutdown => "GroupShutdown",
         }
     }
 
@@ -108,6 +114,7 @@ impl EventReason {
                 | EventReason::CircuitOpened
                 | EventReason::RestartLimitExceeded
                 | EventReason::PolicyNotFound
+                | EventReason::GroupGaveUp
         )
     }
 }

@@ -56,6 +56,14 @@ impl Decider<'_> {
                 .pod
                 .as_ref()
                 .is_some_and(|p| p.attempt == self.s.attempt && p.ready);
+        if self.held.is_some()
+            && matches!(
+                self.s.phase,
+                Some(Phase::Pending | Phase::BackingOff | Phase::CircuitOpen) | None
+            )
+        {
+            return (false, Some("WaitingForGroup"));
+        }
         match self.s.phase {
             Some(Phase::Running) if pod_ready => (true, Some("PodReady")),
             Some(Phase::Running) => (false, Some("PodNotReady")),
@@ -94,7 +102,22 @@ impl Decider<'_> {
                 "RestartPolicy {name} does not exist in this namespace; no pod is started until it does"
             );
         }
+        if let Some(held) = &self.held
+            && matches!(
+                self.s.phase,
+                Some(Phase::Pending | Phase::BackingOff | Phase::CircuitOpen) | None
+            )
+        {
+            return held.clone();
+        }
         match (self.s.phase, self.stop_reason) {
+            (Some(Phase::Stopped), Some("GroupGaveUp" | "GroupShutdown")) => self
+                .input
+                .group
+                .as_ref()
+                .and_then(|d| d.stop.as_ref())
+                .and_then(|s| s.message.clone())
+                .unwrap_or_default(),
             (Some(Phase::Stopped), Some("RestartLimitExceeded")) => format!(
                 "more than {} restarts within {}; annotate {} to resume",
                 self.policy.limits.max_restarts,

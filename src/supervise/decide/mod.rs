@@ -6,6 +6,7 @@
 
 mod failure;
 mod finish;
+mod member;
 mod start;
 
 use std::sync::Arc;
@@ -40,6 +41,7 @@ pub fn decide(mut input: Input) -> Plan {
         plan: Plan::default(),
         stop_reason: None,
         creates_blocked: false,
+        held: None,
     };
     d.run();
     d.finish()
@@ -56,6 +58,8 @@ struct Decider<'a> {
     stop_reason: Option<&'static str>,
     /// The named policy is missing: no pod may be created.
     creates_blocked: bool,
+    /// Why the agent's group holds back its next pod, if it does (the Ready condition's message).
+    held: Option<String>,
 }
 
 impl<'a> Decider<'a> {
@@ -64,6 +68,19 @@ impl<'a> Decider<'a> {
         self.s
             .circuit_breaker
             .get_or_insert_with(CircuitBreakerStatus::default);
+        self.s.group = self
+            .input
+            .group
+            .as_ref()
+            .map(|d| crate::api::GroupMembership {
+                name: d.group.clone(),
+                handled_reset: self
+                    .s
+                    .group
+                    .as_ref()
+                    .filter(|g| g.name == d.group)
+                    .and_then(|g| g.handled_reset.clone()),
+            });
 
         if self.s.shutdown.is_some() {
             return self.respect_shutdown();
@@ -85,6 +102,7 @@ impl<'a> Decider<'a> {
             self.s.handled_reset_request = Some(value);
             self.reset();
         }
+        self.group_reset();
         let manual = new_request(
             &self.input.agent.restart_requested,
             &self.s.handled_restart_request,
@@ -104,6 +122,9 @@ impl<'a> Decider<'a> {
             // A kill recorded earlier and not carried out (the delete failed, or the operator
             // stopped between the status write and the delete): carry it out now.
             self.plan.delete_pod = Some(live.name.clone());
+        }
+        if self.group_orders(pod) {
+            return;
         }
 
         match self.s.phase {

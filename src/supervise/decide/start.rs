@@ -5,7 +5,7 @@ use super::*;
 impl Decider<'_> {
     /// The breaker's single probe: HalfOpen, and one restart.
     pub(super) fn probe(&mut self) {
-        if self.creates_blocked {
+        if self.creates_blocked || self.group_holds() {
             return;
         }
         self.breaker().state = BreakerState::HalfOpen;
@@ -39,9 +39,10 @@ impl Decider<'_> {
     /// Creates the next attempt's pod, completing the pending restart in the history if there
     /// is one. With the named policy missing, nothing is created.
     pub(super) fn start_next_attempt(&mut self) {
-        if self.creates_blocked {
-            // Held until the policy exists: a first start as Pending, any other as a restart
-            // due now (the attempt's pod is gone, and must not be taken for lost again).
+        if self.creates_blocked || self.group_holds() {
+            // Held until the policy exists (or the group lets it start): a first start as
+            // Pending, any other as a restart due now (the attempt's pod is gone, and must not be
+            // taken for lost again).
             if !matches!(
                 self.s.phase,
                 Some(Phase::BackingOff | Phase::CircuitOpen | Phase::Stopped)
