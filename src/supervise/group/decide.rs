@@ -158,7 +158,7 @@ impl GroupDecider<'_> {
         if self.halted() {
             return;
         }
-        for i in 0..input.members.len() {
+        for (i, &joined) in joined.iter().enumerate() {
             let Some(crash) = self.crash_of(i) else {
                 continue;
             };
@@ -169,7 +169,7 @@ impl GroupDecider<'_> {
             if covered {
                 continue;
             }
-            if joined[i] {
+            if joined {
                 // It crashed before it joined: the strategy applies from its next crash on.
                 self.entries[i].restart = Some(RestartOrder {
                     attempt: crash.attempt,

@@ -68,10 +68,7 @@ impl Membership {
         for group in &order {
             let mut on_cycle = vec![group.name.to_string()];
             let mut at = group.name.to_string();
-            loop {
-                let Some(parent) = m.owner.get(&MemberKey::group(&at)).cloned() else {
-                    break;
-                };
+            while let Some(parent) = m.owner.get(&MemberKey::group(&at)).cloned() {
                 if parent == group.name {
                     // Every group on the cycle has its parent on it: the youngest gives up its
                     // child on the cycle.
