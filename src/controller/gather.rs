@@ -67,7 +67,11 @@ pub async fn gather(
         policy: resolve_policy_confirmed(agent, ctx).await?,
         pod: pod.as_ref().map(|p| PodFacts::from_pod(p, agent_container)),
         lease: lease.as_ref().map(LeaseFacts::from_lease),
-        group: None,
+        group: super::groups::directive(
+            &ctx.groups,
+            &namespace,
+            &crate::api::MemberKey::agent(&agent.name_any()),
+        ),
     })
 }
 

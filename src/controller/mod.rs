@@ -4,6 +4,7 @@
 mod error;
 mod events;
 mod gather;
+pub mod groups;
 pub mod manifests;
 mod policies;
 mod reconcile;
@@ -28,9 +29,10 @@ use kube::{Api, Client, Resource, ResourceExt};
 pub use error::Error;
 pub use watch::WatchFaults;
 
-use crate::api::{AGENT_LABEL, Agent, RestartPolicy};
+use crate::api::{AGENT_LABEL, Agent, MemberKey, MemberKind, RestartPolicy};
 use crate::runtime::metrics::Metrics;
 use crate::runtime::server::Health;
+use groups::{GroupIndex, GroupObject};
 use watch::{Change, Watches};
 
 /// The field manager of everything the operator writes.
@@ -78,6 +80,7 @@ pub struct Context {
     pub leases: Store<Lease>,
     pub claims: Store<PersistentVolumeClaim>,
     pub policies: Store<PolicyObject>,
+    pub groups: Store<GroupObject>,
     pub metrics: Arc<Metrics>,
     retries: Retries,
     /// The last state of pods deleted since the cache saw them.
@@ -180,8 +183,57 @@ async fn run_scope(
     let mut watches = Watches::new(config.health.clone(), config.faults);
     let owned = watcher::Config::default().labels(AGENT_LABEL);
 
-    // Agents: each change reconciles the Agent; a change of which policy it uses (or its
-    // creation or deletion) recounts those policies' users.
+    // Groups: each change reconciles the group, what it names (and named), and the groups that
+    // name it. The index of who names whom is shared with the Agent watch.
+    let index = Arc::new(GroupIndex::default());
+    let (group_tx, group_changes) = channel::<GroupObject>();
+    let (group_trigger_tx, group_triggers) = mpsc::unbounded::<ObjectRef<GroupObject>>();
+    let (agent_trigger_tx, agent_triggers) = mpsc::unbounded::<ObjectRef<AgentObject>>();
+    let groups = watches.spawn(
+        format!("AgentGroups in {within}"),
+        api::<GroupObject>(&client, &scope),
+        watcher::Config::default(),
+        {
+            let index = index.clone();
+            let group_trigger_tx = group_trigger_tx.clone();
+            move |change| {
+                let group = match change {
+                    Change::Applied(g) => g,
+                    Change::Deleted(mut g) => {
+                        g.meta_mut().deletion_timestamp.get_or_insert_with(|| {
+                            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                                jiff::Timestamp::now(),
+                            )
+                        });
+                        g
+                    }
+                };
+                let namespace = group.namespace().unwrap_or_default();
+                let members = groups::member_keys(&group);
+                let before = index.update(&group, members.clone());
+                for key in before.iter().chain(&members) {
+                    match key.kind {
+                        MemberKind::Agent => {
+                            let _ = agent_trigger_tx
+                                .unbounded_send(ObjectRef::new(&key.name).within(&namespace));
+                        }
+                        MemberKind::AgentGroup => {
+                            let _ = group_trigger_tx
+                                .unbounded_send(ObjectRef::new(&key.name).within(&namespace));
+                        }
+                    }
+                }
+                let me = MemberKey::group(&group.name_any());
+                for parent in index.naming(&namespace, &me) {
+                    let _ = group_trigger_tx.unbounded_send(parent);
+                }
+                let _ = group_tx.unbounded_send(group);
+            }
+        },
+    );
+
+    // Agents: each change reconciles the Agent and the groups that name it; a change of which
+    // policy it uses (or its creation or deletion) recounts those policies' users.
     let (agent_tx, agent_changes) = channel::<AgentObject>();
     let (recount_tx, recounts) = mpsc::unbounded::<ObjectRef<PolicyObject>>();
     let mut uses: HashMap<ObjectRef<AgentObject>, Option<String>> = HashMap::new();
@@ -202,11 +254,14 @@ async fn run_scope(
                 Some(_) => uses.insert(key, used.clone()).flatten(),
                 None => uses.remove(&key).flatten(),
             };
+            let namespace = agent.namespace().unwrap_or_default();
             if before != used {
-                let namespace = agent.namespace().unwrap_or_default();
                 for name in [before, used].into_iter().flatten() {
                     let _ = recount_tx.unbounded_send(ObjectRef::new(&name).within(&namespace));
                 }
+            }
+            for group in index.naming(&namespace, &MemberKey::agent(&agent.name_any())) {
+                let _ = group_trigger_tx.unbounded_send(group);
             }
             let _ = agent_tx.unbounded_send(agent);
         },
@@ -277,6 +332,7 @@ async fn run_scope(
         let _ = futures::join!(
             agents.wait_until_ready(),
             policies.wait_until_ready(),
+            groups.wait_until_ready(),
             pods.wait_until_ready(),
             leases.wait_until_ready(),
             claims.wait_until_ready(),
@@ -294,6 +350,7 @@ async fn run_scope(
         leases,
         claims,
         policies: policies.clone(),
+        groups: groups.clone(),
         metrics: config.metrics.clone(),
         retries: Retries::default(),
         gone,
@@ -307,6 +364,7 @@ async fn run_scope(
         .watches_stream(policy_specs, move |policy: PolicyObject| {
             agents_using(&agent_store, &policy)
         })
+        .reconcile_on(agent_triggers)
         .with_config(controller::Config::default().concurrency(config.concurrency))
         .graceful_shutdown_on(shutdown.clone())
         .run(reconcile::reconcile, error_policy, context)
@@ -316,10 +374,19 @@ async fn run_scope(
         policies,
         policy_changes,
         recounts,
+        agents.clone(),
+        shutdown.clone(),
+    );
+    let group_controller = groups::controller(
+        client.clone(),
+        groups,
         agents,
+        group_changes,
+        group_triggers,
+        config.concurrency,
         shutdown,
     );
-    futures::join!(agent_controller, policy_controller);
+    futures::join!(agent_controller, policy_controller, group_controller);
     drop(watches);
 }
 

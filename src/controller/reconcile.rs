@@ -65,6 +65,14 @@ async fn reconcile_agent(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
         // The decision was made on a cached Agent older than the server's: an action taken on
         // it could repeat one already done (a second manual restart, say). Decide again.
         return Ok(Action::requeue(Duration::from_millis(100)));
+    } else if plan.create_pod.as_ref().is_some_and(|p| p.attempt == 1)
+        && plan.status.group.is_none()
+        && named_by_a_group(agent, ctx).await?
+    {
+        // A group created with the Agent may not have reached the cache yet (watches of
+        // different kinds keep no order between them): its start order applies from the very
+        // first pod. Decide again once the cache has it.
+        return Ok(Action::requeue(Duration::from_millis(200)));
     }
     let unset = AgentStatus::default();
     let before = agent.status.as_ref().unwrap_or(&unset);
@@ -168,6 +176,25 @@ async fn is_current(agent: &Agent, ctx: &Context) -> Result<bool, Error> {
         Err(e) if is_not_found(&e) => Ok(false),
         Err(source) => Err(GatherError {
             what: format!("Agent {name}"),
+            source,
+        }
+        .into()),
+    }
+}
+
+/// Whether a group on the server names the Agent: checked (one read) before its first pod is
+/// created, when the cache knows no group of it.
+async fn named_by_a_group(agent: &Agent, ctx: &Context) -> Result<bool, Error> {
+    let api: Api<crate::api::AgentGroup> =
+        Api::namespaced(ctx.client.clone(), &agent.namespace().unwrap_or_default());
+    let me = crate::api::MemberKey::agent(&agent.name_any());
+    match api.list(&kube::api::ListParams::default()).await {
+        Ok(list) => Ok(list
+            .items
+            .iter()
+            .any(|g| g.spec.members.iter().any(|m| m.key() == me))),
+        Err(source) => Err(GatherError {
+            what: "AgentGroups".to_string(),
             source,
         }
         .into()),

@@ -45,7 +45,7 @@ impl<'a> Decider<'a> {
                 self.s.next_restart_at = Some(Time(due.max(self.now)));
                 self.plan.delete_pod = Some(pod.name.clone());
                 let note = format!(
-                    "Group {} restarts it with a member that crashed: stopping pod {}; starting again{}",
+                    "Group {} restarts it: stopping pod {}; starting again{}",
                     d.group,
                     pod.name,
                     if due > self.now {

@@ -509,8 +509,8 @@ impl GroupDecider<'_> {
 
     // --- Start order --------------------------------------------------------------------
 
-    /// Under `Sequential`, a member not running holds back every member after it; the group's
-    /// own start order from its parent holds back all of its members.
+    /// Under `Sequential`, a member not running (or not yet created) holds back every member
+    /// after it; the group's own start order from its parent holds back all of its members.
     fn gate(&mut self) {
         let mut blocker = self.input.parent.as_ref().and_then(|p| {
             if !p.listed {
@@ -521,15 +521,15 @@ impl GroupDecider<'_> {
         });
         let sequential = self.input.group.spec.start_order == StartOrder::Sequential;
         for i in 0..self.input.members.len() {
-            if !self.eligible(i) {
+            // A member yet to be created comes first all the same; one out of the group's
+            // restarts (suspended, shut down, another group's) holds back no one.
+            let missing = self.input.members[i].state == MemberState::NotFound;
+            if !(self.eligible(i) || missing) || self.up(i) {
                 continue;
             }
-            let up = self.up(i);
-            if !up {
-                self.entries[i].waiting_for = blocker.clone();
-                if sequential && blocker.is_none() {
-                    blocker = Some(self.input.members[i].key.name.clone());
-                }
+            self.entries[i].waiting_for = blocker.clone();
+            if sequential && blocker.is_none() {
+                blocker = Some(self.input.members[i].key.name.clone());
             }
         }
     }

@@ -1,0 +1,324 @@
+//! AgentGroups: each change of a group, of its parent or of one of its members decides the group
+//! again — gather from the caches → `decide_group` (the pure core) → write the group's status →
+//! its Events. A group writes nothing but its own status: its orders to its members are entries
+//! of that status, which each member's own reconcile reads and obeys.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use kube::api::{Patch, PatchParams};
+use kube::core::DeserializeGuard;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource, ResourceExt};
+use serde_json::json;
+use tracing::{info, instrument, warn};
+
+use super::{AgentObject, FIELD_MANAGER, RESYNC, log_outcome};
+use crate::api::{AgentGroup, AgentGroupStatus, MemberKey, MemberKind};
+use crate::supervise::classify::truncate_to;
+use crate::supervise::group::{
+    self, AgentView, ChildView, Directive, GroupFacts, GroupInput, GroupPlan, GroupSpecView,
+    MemberFacts, MemberState, Membership,
+};
+
+/// An AgentGroup as watched: decoded, or the reason it cannot be (reported, and skipped).
+pub type GroupObject = DeserializeGuard<AgentGroup>;
+
+/// The groups of one namespace that are not being deleted (a group being deleted no longer
+/// supervises anyone).
+pub fn in_namespace(groups: &Store<GroupObject>, namespace: &str) -> Vec<Arc<GroupObject>> {
+    groups.state_filter(|g| {
+        g.namespace().as_deref() == Some(namespace) && g.meta().deletion_timestamp.is_none()
+    })
+}
+
+/// Who supervises whom among `groups` (one namespace's).
+pub fn resolve(groups: &[Arc<GroupObject>]) -> Membership {
+    let views: Vec<GroupSpecView<'_>> = groups
+        .iter()
+        .filter_map(|g| g.0.as_ref().ok())
+        .map(|g| GroupSpecView {
+            name: g.metadata.name.as_deref().unwrap_or_default(),
+            created: g
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0)
+                .unwrap_or_default(),
+            members: &g.spec.members,
+        })
+        .collect();
+    Membership::resolve(&views)
+}
+
+/// The orders of `member` (in `namespace`) from the group that supervises it, if one does.
+pub fn directive(
+    groups: &Store<GroupObject>,
+    namespace: &str,
+    member: &MemberKey,
+) -> Option<Directive> {
+    let list = in_namespace(groups, namespace);
+    if list.is_empty() {
+        return None;
+    }
+    let membership = resolve(&list);
+    let owner = membership.owner(member)?;
+    let group = find(&list, owner)?;
+    Some(Directive::read(owner, group.status.as_ref(), member))
+}
+
+fn find<'a>(list: &'a [Arc<GroupObject>], name: &str) -> Option<&'a AgentGroup> {
+    list.iter()
+        .filter_map(|g| g.0.as_ref().ok())
+        .find(|g| g.metadata.name.as_deref() == Some(name))
+}
+
+/// Which groups name which members, kept by the group watch: a change of an object reconciles
+/// the groups that name it, and a change of a group reconciles what it names (and named).
+#[derive(Default)]
+pub struct GroupIndex(Mutex<HashMap<ObjectRef<GroupObject>, Vec<MemberKey>>>);
+
+impl GroupIndex {
+    /// Records `group`'s members (none: deleted or undecodable); returns the ones it had.
+    pub fn update(&self, group: &GroupObject, members: Vec<MemberKey>) -> Vec<MemberKey> {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let key = ObjectRef::from(group);
+        let before = if members.is_empty() {
+            map.remove(&key)
+        } else {
+            map.insert(key, members)
+        };
+        before.unwrap_or_default()
+    }
+
+    /// The groups in `namespace` that name `member`.
+    pub fn naming(&self, namespace: &str, member: &MemberKey) -> Vec<ObjectRef<GroupObject>> {
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.iter()
+            .filter(|(g, members)| {
+                g.namespace.as_deref() == Some(namespace) && members.contains(member)
+            })
+            .map(|(g, _)| g.clone())
+            .collect()
+    }
+}
+
+/// What every group reconcile of one scope shares.
+pub struct Context {
+    pub client: Client,
+    pub recorder: Recorder,
+    pub groups: Store<GroupObject>,
+    pub agents: Store<AgentObject>,
+}
+
+/// The group controller of one scope: reconciles a group on its own changes (`changes`) and on
+/// `triggers` (its members', parent's and children's changes).
+pub async fn controller(
+    client: Client,
+    groups: Store<GroupObject>,
+    agents: Store<AgentObject>,
+    changes: impl futures::Stream<Item = Result<GroupObject, watcher::Error>> + Send + 'static,
+    triggers: impl futures::Stream<Item = ObjectRef<GroupObject>> + Send + 'static,
+    concurrency: u16,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let context = Arc::new(Context {
+        recorder: Recorder::new(client.clone(), Reporter::from(FIELD_MANAGER)),
+        client,
+        groups: groups.clone(),
+        agents,
+    });
+    Controller::for_stream(changes, groups)
+        .reconcile_on(triggers)
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, context)
+        .for_each(|result| async move { log_outcome("AgentGroup", result) })
+        .await;
+}
+
+async fn reconcile(object: Arc<GroupObject>, ctx: Arc<Context>) -> Result<Action, kube::Error> {
+    let group = match &object.0 {
+        Ok(group) => group,
+        Err(invalid) => {
+            super::events::report_invalid(&ctx.recorder, "AgentGroup", invalid).await;
+            return Ok(Action::await_change());
+        }
+    };
+    if group.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    reconcile_group(group, &ctx).await
+}
+
+#[instrument(skip_all, fields(namespace = %group.namespace().unwrap_or_default(), name = %group.name_any()))]
+async fn reconcile_group(group: &AgentGroup, ctx: &Context) -> Result<Action, kube::Error> {
+    let input = gather(group, ctx, jiff::Timestamp::now());
+    let unset = AgentGroupStatus::default();
+    let before = group.status.as_ref().unwrap_or(&unset);
+    let plan = group::decide_group(input);
+    if !plan.events.is_empty() {
+        let events: Vec<&str> = plan.events.iter().map(|e| e.reason.as_str()).collect();
+        info!(
+            phase = plan.status.phase.map(|p| p.as_str()),
+            ?events,
+            "decided"
+        );
+    }
+    if &plan.status != before {
+        record(group, &plan, ctx).await?;
+    }
+    publish(group, &plan, ctx).await;
+    Ok(Action::requeue(RESYNC))
+}
+
+/// The group's facts, from the caches.
+pub fn gather(group: &AgentGroup, ctx: &Context, now: jiff::Timestamp) -> GroupInput {
+    let namespace = group.namespace().unwrap_or_default();
+    let name = group.name_any();
+    let list = in_namespace(&ctx.groups, &namespace);
+    let membership = resolve(&list);
+    let members = group
+        .spec
+        .members
+        .iter()
+        .map(|m| {
+            let key = m.key();
+            let state = match membership.refusal(&name, &key) {
+                Some(refusal) => MemberState::Refused(refusal.clone()),
+                None => member_state(&key, &namespace, &list, ctx),
+            };
+            MemberFacts {
+                key,
+                significant: m.significant,
+                state,
+            }
+        })
+        .collect();
+    let me = MemberKey::group(&name);
+    let parent = membership
+        .owner(&me)
+        .and_then(|p| find(&list, p))
+        .map(|p| Directive::read(&p.name_any(), p.status.as_ref(), &me));
+    GroupInput {
+        now,
+        group: GroupFacts {
+            name,
+            uid: group.uid().unwrap_or_default(),
+            generation: group.metadata.generation.unwrap_or_default(),
+            spec: group.spec.clone(),
+            reset_requested: group
+                .annotations()
+                .get(crate::api::RESET_REQUESTED_ANNOTATION)
+                .cloned(),
+        },
+        status: group.status.clone().unwrap_or_default(),
+        parent,
+        members,
+    }
+}
+
+fn member_state(
+    key: &MemberKey,
+    namespace: &str,
+    groups: &[Arc<GroupObject>],
+    ctx: &Context,
+) -> MemberState {
+    match key.kind {
+        MemberKind::Agent => ctx
+            .agents
+            .get(&ObjectRef::new(&key.name).within(namespace))
+            .and_then(|a| {
+                a.0.as_ref()
+                    .ok()
+                    .filter(|a| a.metadata.deletion_timestamp.is_none())
+                    .map(AgentView::of)
+            })
+            .map_or(MemberState::NotFound, MemberState::Agent),
+        MemberKind::AgentGroup => find(groups, &key.name)
+            .map(ChildView::of)
+            .map_or(MemberState::NotFound, MemberState::Group),
+    }
+}
+
+/// Writes the group's status by server-side apply, with only the conditions the operator owns,
+/// and only if the group is still what the decision saw (a decision made on a stale cache is
+/// refused and made again).
+async fn record(group: &AgentGroup, plan: &GroupPlan, ctx: &Context) -> Result<(), kube::Error> {
+    let api: Api<AgentGroup> =
+        Api::namespaced(ctx.client.clone(), &group.namespace().unwrap_or_default());
+    let name = group.name_any();
+    let mut applied = serde_json::to_value(&plan.status).expect("a status serializes");
+    if let Some(serde_json::Value::Array(conditions)) = applied
+        .as_object_mut()
+        .and_then(|f| f.get_mut("conditions"))
+    {
+        conditions.retain(|c| {
+            c["type"]
+                .as_str()
+                .is_some_and(|t| group::OWNED.contains(&t))
+        });
+    }
+    let patch = json!({
+        "apiVersion": "supervisor.dev/v1alpha1",
+        "kind": "AgentGroup",
+        "metadata": { "name": name, "resourceVersion": group.resource_version() },
+        "status": applied,
+    });
+    api.patch_status(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Records the plan's Events on the group, in order.
+async fn publish(group: &AgentGroup, plan: &GroupPlan, ctx: &Context) {
+    let reference = group.object_ref(&());
+    for event in &plan.events {
+        let kube_event = KubeEvent {
+            type_: if event.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: event.reason.as_str().to_string(),
+            note: Some(truncate_to(event.note.clone(), 1024)),
+            action: event.reason.as_str().to_string(),
+            secondary: None,
+        };
+        if let Err(e) = ctx.recorder.publish(&kube_event, &reference).await {
+            warn!(reason = event.reason.as_str(), error = %e, "could not record an Event");
+        }
+    }
+}
+
+fn error_policy(group: Arc<GroupObject>, error: &kube::Error, _: Arc<Context>) -> Action {
+    let conflict = matches!(error, kube::Error::Api(s) if s.code == 409);
+    if conflict {
+        tracing::debug!(
+            name = group.name_any(),
+            "conflict on AgentGroup status: deciding again"
+        );
+        Action::requeue(std::time::Duration::from_millis(200))
+    } else {
+        warn!(name = group.name_any(), error = %error, "AgentGroup reconcile failed");
+        Action::requeue(std::time::Duration::from_secs(5))
+    }
+}
+
+/// The members a group names, as the index keeps them.
+pub fn member_keys(group: &GroupObject) -> Vec<MemberKey> {
+    match &group.0 {
+        Ok(g) if g.metadata.deletion_timestamp.is_none() => {
+            g.spec.members.iter().map(|m| m.key()).collect()
+        }
+        _ => Vec::new(),
+    }
+}
