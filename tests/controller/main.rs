@@ -7,6 +7,8 @@ mod support;
 mod breaker;
 mod failures;
 mod failures_io;
+mod groups;
+mod groups_escalation;
 mod heartbeat;
 mod operations;
 mod restarts;

@@ -9,6 +9,7 @@
 #![allow(dead_code)] // each test binary uses a different part of this module
 
 pub mod faults;
+pub mod groups;
 pub mod kubelet;
 
 use std::path::{Path, PathBuf};
