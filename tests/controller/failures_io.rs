@@ -223,7 +223,7 @@ async fn client_without_leases(ns: &TestNamespace) -> Client {
 /// The operator's Role in the test namespace, with or without Leases.
 fn role_rules(leases: bool) -> Value {
     let mut rules = vec![
-        json!({ "apiGroups": ["supervisor.dev"], "resources": ["agents", "agents/status", "restartpolicies", "restartpolicies/status"], "verbs": ["*"] }),
+        json!({ "apiGroups": ["supervisor.dev"], "resources": ["agents", "agents/status", "restartpolicies", "restartpolicies/status", "agentgroups", "agentgroups/status"], "verbs": ["*"] }),
         json!({ "apiGroups": [""], "resources": ["pods", "persistentvolumeclaims", "events"], "verbs": ["*"] }),
         json!({ "apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["*"] }),
     ];

@@ -82,7 +82,10 @@ async fn a_give_up_escalates_through_two_levels_and_the_root_restarts_the_subtre
 
     for (group, parent) in [("mid", "root"), ("leaf", "mid")] {
         let status = ns.wait_group_running(group).await;
-        assert_eq!(status.incarnation, 2, "{group}: a new incarnation");
+        assert_eq!(
+            status.incarnation, 2,
+            "{group}: a new incarnation: {status:#?}"
+        );
         assert!(status.gave_up.is_none());
         assert_eq!(status.recent_restarts, [], "{group}: count starts afresh");
         assert_eq!(

@@ -137,7 +137,11 @@ impl GroupDecider<'_> {
                 }
                 self.reset(key, &format!("group {} was reset", parent.group));
             }
-            if let Some(due) = parent.restart_of(self.s.incarnation) {
+            // A group stopped by its parent restarts only when the parent lifts the stop.
+            if let Some(due) = parent
+                .restart_of(self.s.incarnation)
+                .filter(|_| parent.stop.is_none())
+            {
                 self.restarted_by_parent(&parent.group, due);
             }
         }
@@ -481,11 +485,15 @@ impl GroupDecider<'_> {
     fn give_up(&mut self, i: usize, crash: &Crash) {
         let spec = &self.input.group.spec;
         let name = self.input.members[i].key.name.clone();
-        // The crash is taken in: it made the group give up.
-        self.entries[i].restart = Some(RestartOrder {
-            attempt: crash.attempt,
-            due: Time(crash.due.unwrap_or(self.now)),
-        });
+        // An Agent's crash is taken in: it made the group give up, and the Agent restarts after
+        // it once the stop is lifted. (A child group's is not: an order to a group restarts it,
+        // and its parent restarting this group, or a reset, restarts it anyway.)
+        if matches!(self.input.members[i].state, MemberState::Agent(_)) {
+            self.entries[i].restart = Some(RestartOrder {
+                attempt: crash.attempt,
+                due: Time(crash.due.unwrap_or(self.now)),
+            });
+        }
         self.s.gave_up = Some(GiveUp {
             at: Time(self.now),
             incarnation: self.s.incarnation,
