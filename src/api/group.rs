@@ -30,9 +30,10 @@ use super::{Condition, Shutdown, ShutdownType, Time, conditions_schema};
     namespaced,
     status = "AgentGroupStatus",
     doc = "A supervision group (an Erlang/OTP supervisor): restarts the members a crash affects, gives up when restarts come too fast, and escalates to its parent group.",
-    validation = Rule::new("!self.spec.members.exists(m, has(m.group) && m.group == self.metadata.name)").message(
-        "a group cannot be a member of itself"
-    ),
+    // At the root, where `self.metadata.name` is known; the error names `spec.members`.
+    validation = Rule::new("!self.spec.members.exists(m, has(m.group) && m.group == self.metadata.name)")
+        .message("a group cannot be a member of itself")
+        .field_path(".spec.members"),
     printcolumn(name = "Strategy", type_ = "string", json_path = ".spec.strategy"),
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.ready"),
     printcolumn(
