@@ -1,6 +1,6 @@
 //! The API server itself rejects invalid RestartPolicies and Agents, with messages that name the
 //! field and the fix; valid manifests (every file in examples/) are accepted; `kubectl explain`
-//! shows the field docs. AgentGroups: in group.
+//! shows the field docs. The same for AgentGroups: admission/group.rs.
 
 mod support;
 
