@@ -1,8 +1,11 @@
 //! The API server itself rejects invalid RestartPolicies and Agents, with messages that name the
 //! field and the fix; valid manifests (every file in examples/) are accepted; `kubectl explain`
-//! shows the field docs.
+//! shows the field docs. The same for AgentGroups: admission/group.rs.
 
 mod support;
+
+#[path = "admission/group.rs"]
+mod group;
 
 use agent_supervisor::api::{Agent, RestartPolicy};
 use kube::api::{DynamicObject, PostParams};
@@ -323,29 +326,31 @@ async fn every_example_manifest_is_accepted() {
     );
 }
 
+/// `kubectl explain path`. The API server publishes a new CRD's OpenAPI schema a moment after it
+/// is Established: retried for up to a minute.
+fn explain(path: &str) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let out = support::kubectl()
+            .args(["explain", path])
+            .output()
+            .expect("run kubectl explain");
+        if out.status.success() {
+            return String::from_utf8_lossy(&out.stdout).into_owned();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "kubectl explain {path} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
 #[tokio::test]
 async fn kubectl_explain_shows_the_field_docs() {
     let ns = setup().await;
     drop(ns);
-    // The API server publishes a new CRD's OpenAPI schema a moment after it is Established.
-    let explain = |path: &str| {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
-            let out = support::kubectl()
-                .args(["explain", path])
-                .output()
-                .expect("run kubectl explain");
-            if out.status.success() {
-                return String::from_utf8_lossy(&out.stdout).into_owned();
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "kubectl explain {path} failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            std::thread::sleep(std::time::Duration::from_millis(500));
-        }
-    };
     let heartbeat = explain("agent.spec.heartbeat");
     for want in [
         "renews a Lease named after the Agent",

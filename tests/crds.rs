@@ -1,4 +1,5 @@
-//! The CRD files in the repository are exactly what the Rust types generate.
+//! The CRD files in the repository are exactly what the Rust types generate, and document their
+//! fields.
 
 use std::path::Path;
 
@@ -58,4 +59,48 @@ fn the_agent_crd_fits_a_client_side_apply() {
         "the Agent CRD is {} bytes of JSON",
         json.len()
     );
+}
+
+/// The paths of the properties under `schema` that have no description (`kubectl explain` shows
+/// `<no description>` for them).
+fn undocumented(schema: &serde_json::Value, path: &str, found: &mut Vec<String>) {
+    if let Some(properties) = schema["properties"].as_object() {
+        for (name, property) in properties {
+            let path = format!("{path}.{name}");
+            let described = property["description"]
+                .as_str()
+                .is_some_and(|d| !d.trim().is_empty());
+            if !described {
+                found.push(path.clone());
+            }
+            undocumented(property, &path, found);
+        }
+    }
+    for nested in ["items", "additionalProperties"] {
+        if schema[nested].is_object() {
+            undocumented(&schema[nested], path, found);
+        }
+    }
+}
+
+#[test]
+fn every_field_of_agent_groups_and_restart_policies_is_documented() {
+    for (file, kind) in [
+        ("agentgroups.supervisor.dev.yaml", "agentgroup"),
+        ("restartpolicies.supervisor.dev.yaml", "restartpolicy"),
+    ] {
+        let (_, yaml) = agent_supervisor::api::crd_files()
+            .into_iter()
+            .find(|(name, _)| name == file)
+            .unwrap_or_else(|| panic!("no {file}"));
+        let crd: serde_json::Value = serde_yaml::from_str(&yaml).expect("CRD parses");
+        let mut found = Vec::new();
+        for version in crd["spec"]["versions"].as_array().expect("versions") {
+            undocumented(&version["schema"]["openAPIV3Schema"], kind, &mut found);
+        }
+        assert!(
+            found.is_empty(),
+            "kubectl explain shows <no description> for: {found:?}; add doc comments"
+        );
+    }
 }

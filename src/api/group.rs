@@ -30,9 +30,10 @@ use super::{Condition, Shutdown, ShutdownType, Time, conditions_schema};
     namespaced,
     status = "AgentGroupStatus",
     doc = "A supervision group (an Erlang/OTP supervisor): restarts the members a crash affects, gives up when restarts come too fast, and escalates to its parent group.",
-    validation = Rule::new("!self.spec.members.exists(m, has(m.group) && m.group == self.metadata.name)").message(
-        "a group cannot be a member of itself"
-    ),
+    // At the root, where `self.metadata.name` is known; the error names `spec.members`.
+    validation = Rule::new("!self.spec.members.exists(m, has(m.group) && m.group == self.metadata.name)")
+        .message("a group cannot be a member of itself")
+        .field_path(".spec.members"),
     printcolumn(name = "Strategy", type_ = "string", json_path = ".spec.strategy"),
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.ready"),
     printcolumn(
@@ -50,35 +51,39 @@ use super::{Condition, Shutdown, ShutdownType, Time, conditions_schema};
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = group_spec_rules)]
 pub struct AgentGroupSpec {
-    /// Which members restart when one crashes: `OneForOne` (only it), `OneForAll` (all of them)
-    /// or `RestForOne` (it and every member after it). Default OneForOne.
+    /// Which members restart when one crashes: `OneForOne` (only it), `OneForAll` (every member)
+    /// or `RestForOne` (it and every member after it in `members`). Default OneForOne.
     #[serde(default)]
     pub strategy: Strategy,
 
     /// The members, in start order: each names an Agent (`agent`) or an AgentGroup (`group`) in
-    /// this namespace. At most 64, each named once.
+    /// this namespace, and may be marked `significant`. 1 to 64 members, each named once; a group
+    /// cannot be a member of itself.
     #[schemars(length(min = 1, max = 64))]
     pub members: Vec<Member>,
 
     /// The group's intensity: more than this many restarts within `window` and the group gives
-    /// up. 0: the first crash makes it give up. At most 1000. Default 3.
+    /// up, stopping its members. 0: the first crash makes it give up (unlike a RestartPolicy's
+    /// `limits.maxRestarts`, where 0 means unlimited). At most 1000. Default 3.
     #[serde(default = "defaults::max_restarts")]
     #[schemars(range(max = 1000))]
     pub max_restarts: u32,
 
-    /// The period `maxRestarts` counts in. Longer than 0s. Default 5m.
+    /// The period `maxRestarts` counts in: a duration such as 30s, 5m or 1h30m, longer than 0s.
+    /// Default 5m.
     #[serde(default = "defaults::window")]
     pub window: Duration,
 
     /// `Parallel`: members' pods are created together. `Sequential`: a member's pod is created
-    /// only while every member before it is Running (and Ready, if it has a readiness probe), on
+    /// only once every member before it is Running (and Ready, if it has a readiness probe), on
     /// the first start and on every restart. Default Parallel.
     #[serde(default)]
     pub start_order: StartOrder,
 
     /// `Never`, `AnySignificant` (any significant member shutting down shuts the group down) or
     /// `AllSignificant` (all of them). A group shut down stops its other members gracefully and
-    /// records a shutdown (source `Group`) on each. Default Never.
+    /// records a shutdown (source `Group`) on each. The last two need at least one member marked
+    /// `significant: true`. Default Never.
     #[serde(default)]
     pub auto_shutdown: AutoShutdown,
 }
@@ -107,7 +112,7 @@ fn group_spec_rules(schema: &mut schemars::Schema) {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[schemars(transform = member_rules)]
 pub struct Member {
-    /// The name of an Agent in this namespace.
+    /// The name of an Agent in this namespace (at most 63 characters, as an Agent's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
         length(min = 1, max = 63),
@@ -124,7 +129,7 @@ pub struct Member {
     pub group: Option<String>,
 
     /// With `autoShutdown`: this member shutting down (economic or voluntary) counts toward
-    /// shutting the whole group down.
+    /// shutting the whole group down. Default false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub significant: bool,
 }
@@ -256,7 +261,8 @@ pub enum AutoShutdown {
     AllSignificant,
 }
 
-/// Where the group is.
+/// Where the group is: `Starting` (not every member is running yet), `Running`, `Restarting`,
+/// `Escalated` (it gave up) or `Shutdown`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum GroupPhase {
     /// Not every member is running yet.
@@ -315,6 +321,7 @@ pub struct AgentGroupStatus {
     #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,
 
+    /// The generation of the spec this status was computed from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 
@@ -352,12 +359,15 @@ pub struct AgentGroupStatus {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MemberStatus {
+    /// The member's name.
     pub name: String,
+    /// `Agent` or `AgentGroup`.
     pub kind: MemberKind,
     /// The member's phase (an Agent's or a group's), or `NotFound`, `Conflict` or `Cycle` when it
     /// is not supervised by this group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
+    /// The member's own restart count (its `status.restartCount`).
     #[serde(default)]
     pub restart_count: u32,
     /// Order: end this attempt of the member (an Agent's attempt, a group's incarnation) and
@@ -380,7 +390,9 @@ pub struct MemberStatus {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RestartOrder {
+    /// The member's attempt (an Agent's) or incarnation (a group's) to end.
     pub attempt: u32,
+    /// The earliest time the next one may start.
     pub due: Time,
 }
 
@@ -420,6 +432,7 @@ pub struct GroupMembership {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GiveUp {
+    /// When the group gave up.
     pub at: Time,
     /// The incarnation that gave up.
     pub incarnation: u32,
@@ -432,6 +445,7 @@ pub struct GiveUp {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GroupRestartRecord {
+    /// When the restart was decided.
     pub at: Time,
     /// The member that crashed (absent when the group's parent restarted it).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -191,6 +191,10 @@ async fn chart_installs_namespaced_and_uninstalls() {
         format!("watch agents.supervisor.dev -n {there}"),
         format!("patch agents.supervisor.dev --subresource=status -n {there}"),
         format!("update restartpolicies.supervisor.dev --subresource=status -n {there}"),
+        format!("list agentgroups.supervisor.dev -n {there}"),
+        format!("watch agentgroups.supervisor.dev -n {there}"),
+        format!("patch agentgroups.supervisor.dev --subresource=status -n {there}"),
+        format!("update agentgroups.supervisor.dev --subresource=status -n {there}"),
         format!("create pods -n {there}"),
         format!("delete pods -n {there}"),
         format!("create persistentvolumeclaims -n {there}"),
@@ -205,12 +209,16 @@ async fn chart_installs_namespaced_and_uninstalls() {
     let denied = [
         format!("update agents.supervisor.dev -n {there}"),
         format!("delete agents.supervisor.dev -n {there}"),
+        format!("patch agentgroups.supervisor.dev -n {there}"),
+        format!("create agentgroups.supervisor.dev -n {there}"),
+        format!("delete agentgroups.supervisor.dev -n {there}"),
         format!("delete persistentvolumeclaims -n {there}"),
         format!("patch leases.coordination.k8s.io -n {there}"),
         format!("get secrets -n {there}"),
         format!("list pods -n {home}"),
         "list pods --all-namespaces".to_owned(),
         "list agents.supervisor.dev --all-namespaces".to_owned(),
+        "list agentgroups.supervisor.dev --all-namespaces".to_owned(),
         format!("get leases.coordination.k8s.io/someone-else -n {home}"),
         format!("patch leases.coordination.k8s.io/someone-else -n {home}"),
     ];
@@ -234,6 +242,50 @@ async fn chart_installs_namespaced_and_uninstalls() {
         },
     )
     .await;
+}
+
+/// `helm install` watching every namespace: the ClusterRole lets the chart's ServiceAccount read
+/// Agents, RestartPolicies and AgentGroups and write their status in any namespace, and no more.
+#[tokio::test]
+async fn chart_installs_cluster_wide_with_exactly_the_operators_permissions() {
+    let ns = TestNamespace::new().await;
+    let elsewhere = TestNamespace::new().await;
+    support::install_crds(&ns.client).await;
+    // Cluster-scoped names of this test's own, so no other release's ClusterRole is touched.
+    let fullname = format!("agent-supervisor-{}", ns.name);
+    let (release, _) = Release::install(&ns.name, &[&format!("fullnameOverride={fullname}")]);
+    let user = format!("system:serviceaccount:{}:{fullname}", ns.name);
+    wait_for_rbac(&user, &elsewhere.name).await;
+
+    let there = &elsewhere.name;
+    let allowed = [
+        "list agents.supervisor.dev --all-namespaces".to_owned(),
+        "watch restartpolicies.supervisor.dev --all-namespaces".to_owned(),
+        "list agentgroups.supervisor.dev --all-namespaces".to_owned(),
+        "watch agentgroups.supervisor.dev --all-namespaces".to_owned(),
+        format!("get agentgroups.supervisor.dev -n {there}"),
+        format!("patch agentgroups.supervisor.dev --subresource=status -n {there}"),
+        format!("update agentgroups.supervisor.dev --subresource=status -n {there}"),
+        format!("patch agents.supervisor.dev --subresource=status -n {there}"),
+        "watch pods --all-namespaces".to_owned(),
+        format!("create pods -n {there}"),
+    ];
+    for request in &allowed {
+        assert!(can(&user, request), "the operator may not {request}");
+    }
+    let denied = [
+        format!("patch agentgroups.supervisor.dev -n {there}"),
+        format!("update agentgroups.supervisor.dev -n {there}"),
+        format!("create agentgroups.supervisor.dev -n {there}"),
+        format!("delete agentgroups.supervisor.dev -n {there}"),
+        format!("update agents.supervisor.dev -n {there}"),
+        format!("delete persistentvolumeclaims -n {there}"),
+        "list secrets --all-namespaces".to_owned(),
+    ];
+    for request in &denied {
+        assert!(!can(&user, request), "the operator may {request}");
+    }
+    release.uninstall();
 }
 
 /// The user agent of the operator running as the chart's ServiceAccount, to find its requests.

@@ -13,12 +13,16 @@ use crate::{
 const OPERATOR_RULES: &[(&str, &[&str], &[&str])] = &[
     (
         "supervisor.dev",
-        &["agents", "restartpolicies"],
+        &["agents", "restartpolicies", "agentgroups"],
         &["get", "list", "watch"],
     ),
     (
         "supervisor.dev",
-        &["agents/status", "restartpolicies/status"],
+        &[
+            "agents/status",
+            "restartpolicies/status",
+            "agentgroups/status",
+        ],
         &["get", "patch", "update"],
     ),
     ("", &["pods"], &["get", "list", "watch", "create", "delete"]),

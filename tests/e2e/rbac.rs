@@ -1,9 +1,10 @@
 //! The chart's RBAC is exactly enough: the operator, run under the chart's ServiceAccount,
-//! supervises crashes, the breaker, heartbeats and shutdowns without a single refused request —
-//! and in namespaced mode it can neither see nor touch agents elsewhere.
+//! supervises crashes, the breaker, heartbeats and shutdowns without a single refused request,
+//! and its identity reads AgentGroups and writes only their status — and in namespaced mode it
+//! can neither see nor touch agents or groups elsewhere.
 
 use agent_supervisor::api::{
-    Agent, BreakerState, FailureReason, Phase, RestartPolicy, ShutdownType,
+    Agent, AgentGroup, BreakerState, FailureReason, Phase, RestartPolicy, ShutdownType,
 };
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
@@ -125,9 +126,38 @@ async fn the_operator_works_under_the_charts_namespaced_rbac_and_sees_nothing_el
         );
     }
 
+    // AgentGroups where it works: the operator's identity reads them and writes only their status.
+    let as_operator = operator_client(&kubeconfig).await;
+    let team: AgentGroup = serde_json::from_value(
+        json!({ "metadata": { "name": "team" }, "spec": { "members": [{ "agent": "spend" }] } }),
+    )
+    .expect("a valid AgentGroup");
+    ns.api::<AgentGroup>()
+        .create(&Default::default(), &team)
+        .await
+        .expect("create a group");
+    let groups: Api<AgentGroup> = Api::namespaced(as_operator.clone(), &ns.name);
+    let listed = groups
+        .list(&ListParams::default())
+        .await
+        .expect("the operator lists agent groups");
+    assert_eq!(listed.items.len(), 1);
+    let ready = json!({ "status": { "ready": "0/1" } });
+    groups
+        .patch_status("team", &PatchParams::default(), &Patch::Merge(&ready))
+        .await
+        .expect("the operator writes a group's status");
+    let spec = json!({ "spec": { "strategy": "OneForAll" } });
+    assert_forbidden(
+        groups
+            .patch("team", &PatchParams::default(), &Patch::Merge(&spec))
+            .await
+            .map(|_| ()),
+        "write a group's spec",
+    );
+
     // An agent elsewhere is invisible and untouchable with the operator's identity.
     elsewhere.create_agent("outsider", json!({})).await;
-    let as_operator = operator_client(&kubeconfig).await;
     let agents: Api<Agent> = Api::namespaced(as_operator.clone(), &elsewhere.name);
     assert_forbidden(
         agents.list(&ListParams::default()).await.map(|_| ()),
@@ -155,6 +185,11 @@ async fn the_operator_works_under_the_charts_namespaced_rbac_and_sees_nothing_el
             .await
             .map(|_| ()),
         "delete a pod elsewhere",
+    );
+    let groups: Api<AgentGroup> = Api::namespaced(as_operator.clone(), &elsewhere.name);
+    assert_forbidden(
+        groups.list(&ListParams::default()).await.map(|_| ()),
+        "list agent groups elsewhere",
     );
     let all: Api<Agent> = Api::all(as_operator);
     assert_forbidden(

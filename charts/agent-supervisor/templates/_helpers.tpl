@@ -79,12 +79,12 @@ behind both the ClusterRole (all namespaces) and the Role in each watched namesp
 modes cannot drift apart.
 */}}
 {{- define "agent-supervisor.rules" -}}
-# Agents and RestartPolicies: read the spec, write only the status.
+# Agents, RestartPolicies and AgentGroups: read the spec, write only the status.
 - apiGroups: ["supervisor.dev"]
-  resources: ["agents", "restartpolicies"]
+  resources: ["agents", "restartpolicies", "agentgroups"]
   verbs: ["get", "list", "watch"]
 - apiGroups: ["supervisor.dev"]
-  resources: ["agents/status", "restartpolicies/status"]
+  resources: ["agents/status", "restartpolicies/status", "agentgroups/status"]
   verbs: ["get", "patch", "update"]
 # Each attempt of an agent is a pod the operator creates, and deletes to restart or stop it.
 - apiGroups: [""]
