@@ -4,7 +4,7 @@
 #
 #   hack/demo.sh          show it, then tear everything down
 #   KEEP=1 hack/demo.sh   leave the cluster and the operator running
-#   DEMO_SECONDS=120 ...  watch for longer (default 75)
+#   DEMO_SECONDS=120 ...  watch for longer (default 90)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
@@ -12,7 +12,7 @@ export PATH="$TOOLS_PATH:$PATH"
 dir="$REPO_ROOT/target/cluster"
 export KUBECONFIG="$dir/kubeconfig"
 ns=demo
-watch_for=${DEMO_SECONDS:-75}
+watch_for=${DEMO_SECONDS:-90}
 
 if [[ "${KEEP:-}" != 1 ]]; then
   trap 'hack/cluster.sh down --dir "$dir"' EXIT
@@ -23,7 +23,7 @@ log "building the operator"
 cargo build --quiet --locked --bin agent-supervisor
 log "installing the CRDs"
 kubectl apply --server-side --field-manager=agent-supervisor-demo -f crds/ >/dev/null
-for crd in agents.supervisor.dev restartpolicies.supervisor.dev; do
+for crd in agents.supervisor.dev restartpolicies.supervisor.dev agentgroups.supervisor.dev; do
   # (kubectl wait fails outright while a new CRD has no conditions yet: poll instead.)
   until [[ "$(kubectl get crd "$crd" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}')" == True ]]; do
     sleep 0.2
@@ -63,8 +63,8 @@ kubectl apply -n "$ns" -f examples/
 for ((t = 0; t < watch_for; t += 15)); do
   sleep 15
   echo
-  echo "--- after $((t + 15))s: kubectl get agents -n $ns"
-  kubectl get agents -n "$ns"
+  echo "--- after $((t + 15))s: kubectl get agentgroups,agents -n $ns"
+  kubectl get agentgroups,agents -n "$ns"
 done
 
 show() {
@@ -74,6 +74,9 @@ show() {
 }
 show crasher "crashes, backs off, trips the circuit breaker"
 show spender "ran out of budget: left alone"
+echo
+echo "\$ kubectl describe agentgroup crew -n $ns   # the tool server crashes: RestForOne restarts it and the workers after it"
+kubectl describe agentgroup crew -n "$ns" | sed -n '/^Status:/,$p'
 echo
 echo "\$ curl -s 127.0.0.1:$port/metrics | grep -E '^agent_supervisor_(agents|restarts_total|breaker_trips_total)'"
 curl -s "http://127.0.0.1:$port/metrics" | grep -E '^agent_supervisor_(agents|restarts_total|breaker_trips_total)' || true

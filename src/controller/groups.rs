@@ -22,8 +22,9 @@ use crate::api::{AgentGroup, AgentGroupStatus, MemberKey, MemberKind};
 use crate::supervise::classify::truncate_to;
 use crate::supervise::group::{
     self, AgentView, ChildView, Directive, GroupFacts, GroupInput, GroupPlan, GroupSpecView,
-    MemberFacts, MemberState, Membership,
+    MemberFacts, MemberState, Membership, Related,
 };
+use k8s_openapi::api::core::v1::ObjectReference;
 
 /// An AgentGroup as watched: decoded, or the reason it cannot be (reported, and skipped).
 pub type GroupObject = DeserializeGuard<AgentGroup>;
@@ -158,6 +159,11 @@ async fn reconcile(object: Arc<GroupObject>, ctx: Arc<Context>) -> Result<Action
 #[instrument(skip_all, fields(namespace = %group.namespace().unwrap_or_default(), name = %group.name_any()))]
 async fn reconcile_group(group: &AgentGroup, ctx: &Context) -> Result<Action, kube::Error> {
     let input = gather(group, ctx, jiff::Timestamp::now());
+    if missing_from_cache_only(group, &input, ctx).await? {
+        // Created with the group, a member may not have reached the cache yet (watches of
+        // different kinds keep no order): it is not reported missing. Decide again shortly.
+        return Ok(Action::requeue(std::time::Duration::from_millis(200)));
+    }
     let unset = AgentGroupStatus::default();
     let before = group.status.as_ref().unwrap_or(&unset);
     let plan = group::decide_group(input);
@@ -210,6 +216,12 @@ pub fn gather(group: &AgentGroup, ctx: &Context, now: jiff::Timestamp) -> GroupI
             name,
             uid: group.uid().unwrap_or_default(),
             generation: group.metadata.generation.unwrap_or_default(),
+            created: group
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0)
+                .unwrap_or_default(),
             spec: group.spec.clone(),
             reset_requested: group
                 .annotations()
@@ -243,6 +255,42 @@ fn member_state(
             .map(ChildView::of)
             .map_or(MemberState::NotFound, MemberState::Group),
     }
+}
+
+/// Whether a member the cache does not have exists on the server. Asked only while the group
+/// does not already report it missing, so a member that stays missing costs no reads.
+async fn missing_from_cache_only(
+    group: &AgentGroup,
+    input: &GroupInput,
+    ctx: &Context,
+) -> Result<bool, kube::Error> {
+    let namespace = group.namespace().unwrap_or_default();
+    let reported = |key: &MemberKey| {
+        input.status.members.iter().any(|m| {
+            m.kind == key.kind && m.name == key.name && m.phase.as_deref() == Some("NotFound")
+        })
+    };
+    for member in &input.members {
+        if member.state != MemberState::NotFound || reported(&member.key) {
+            continue;
+        }
+        let found = match member.key.kind {
+            MemberKind::Agent => {
+                Api::<crate::api::Agent>::namespaced(ctx.client.clone(), &namespace)
+                    .get_metadata_opt(&member.key.name)
+                    .await?
+                    .is_some_and(|m| m.metadata.deletion_timestamp.is_none())
+            }
+            MemberKind::AgentGroup => Api::<AgentGroup>::namespaced(ctx.client.clone(), &namespace)
+                .get_metadata_opt(&member.key.name)
+                .await?
+                .is_some_and(|m| m.metadata.deletion_timestamp.is_none()),
+        };
+        if found {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Writes the group's status by server-side apply, with only the conditions the operator owns,
@@ -291,7 +339,19 @@ async fn publish(group: &AgentGroup, plan: &GroupPlan, ctx: &Context) {
             reason: event.reason.as_str().to_string(),
             note: Some(truncate_to(event.note.clone(), 1024)),
             action: event.reason.as_str().to_string(),
-            secondary: None,
+            secondary: event.related.as_ref().map(|related| {
+                let (api_version, kind, name) = match related {
+                    Related::Pod(name) => ("v1", "Pod", name),
+                    Related::Group(name) => ("supervisor.dev/v1alpha1", "AgentGroup", name),
+                };
+                ObjectReference {
+                    api_version: Some(api_version.to_string()),
+                    kind: Some(kind.to_string()),
+                    name: Some(name.clone()),
+                    namespace: group.namespace(),
+                    ..ObjectReference::default()
+                }
+            }),
         };
         if let Err(e) = ctx.recorder.publish(&kube_event, &reference).await {
             warn!(reason = event.reason.as_str(), error = %e, "could not record an Event");

@@ -10,10 +10,15 @@ use super::view::{Crash, GroupInput, MemberFacts, MemberState};
 use super::{ESCALATED, MEMBERS_RESOLVED};
 use crate::api::{
     AgentGroupStatus, AutoShutdown, GiveUp, GroupMembership, GroupPhase, GroupRestartRecord,
-    GroupTrigger, MemberKey, MemberStatus, RESET_REQUESTED_ANNOTATION, RestartOrder, Shutdown,
-    ShutdownType, StartOrder, StopOrder, StopReason, Strategy, Time,
+    GroupTrigger, MemberKey, MemberKind, MemberStatus, RESET_REQUESTED_ANNOTATION, RestartOrder,
+    Shutdown, ShutdownType, StartOrder, StopOrder, StopReason, Strategy, Time,
 };
 use crate::supervise::conditions::{self, Desired, READY};
+use crate::supervise::pod_name;
+
+/// For this long after a group is created, membership changes make no Event (members applied
+/// with the group appear one by one); the condition says it all along.
+const SETTLE_SECS: i64 = 10;
 
 /// How many restarts a group's history keeps.
 pub const HISTORY_LIMIT: usize = 20;
@@ -32,6 +37,16 @@ pub struct GroupEvent {
     pub reason: GroupEventReason,
     pub note: String,
     pub warning: bool,
+    /// What it concerns besides the group: the crashed attempt's pod, or the child group that
+    /// gave up. (Events about different objects are told apart, not counted as one.)
+    pub related: Option<Related>,
+}
+
+/// An object an Event on a group concerns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Related {
+    Pod(String),
+    Group(String),
 }
 
 /// The group's Event reasons.
@@ -234,7 +249,9 @@ impl GroupDecider<'_> {
         let changed = before.as_ref().is_none_or(|(status, previous)| {
             (status == "True") != ok || (!ok && previous != &message)
         });
-        if changed && (!ok || before.is_some()) {
+        // A group applied with its members sees them appear one by one: no Event for that.
+        let settled = self.now >= self.input.group.created + SignedDuration::from_secs(SETTLE_SECS);
+        if changed && settled && (!ok || before.is_some()) {
             self.event(GroupEventReason::MembersResolved, message, !ok);
         }
     }
@@ -451,6 +468,10 @@ impl GroupDecider<'_> {
             spec.window,
         );
         self.event(GroupEventReason::GroupRestart, note, false);
+        let related = self.crashed_object(i, crash.attempt);
+        if let Some(event) = self.events.last_mut() {
+            event.related = Some(related);
+        }
     }
 
     /// Restart orders for members `which`, due at `due`; `crashed`: the member that crashed and
@@ -513,6 +534,10 @@ impl GroupDecider<'_> {
             spec.max_restarts,
         );
         self.event(GroupEventReason::GroupEscalated, note, true);
+        let related = self.crashed_object(i, crash.attempt);
+        if let Some(event) = self.events.last_mut() {
+            event.related = Some(related);
+        }
     }
 
     // --- Start order --------------------------------------------------------------------
@@ -703,7 +728,17 @@ impl GroupDecider<'_> {
             reason,
             note,
             warning,
+            related: None,
         });
+    }
+
+    /// The object a crash of member `i` at `attempt` concerns: its pod, or the child group.
+    fn crashed_object(&self, i: usize, attempt: u32) -> Related {
+        let key = &self.input.members[i].key;
+        match key.kind {
+            MemberKind::Agent => Related::Pod(pod_name(&key.name, attempt)),
+            MemberKind::AgentGroup => Related::Group(key.name.clone()),
+        }
     }
 
     fn when(&self, due: Timestamp) -> String {

@@ -23,7 +23,7 @@ mod decide;
 pub mod membership;
 mod view;
 
-pub use decide::{GroupEvent, GroupEventReason, GroupPlan, decide_group};
+pub use decide::{GroupEvent, GroupEventReason, GroupPlan, Related, decide_group};
 pub use membership::{GroupSpecView, Membership, Refusal};
 pub use view::{
     AgentView, ChildView, Crash, Directive, GroupFacts, GroupInput, MemberFacts, MemberState,

@@ -28,6 +28,8 @@ pub struct GroupFacts {
     pub name: String,
     pub uid: String,
     pub generation: i64,
+    /// When the group was created: members created with it are not reported missing at first.
+    pub created: Timestamp,
     pub spec: AgentGroupSpec,
     /// The `supervisor.dev/reset-requested-at` annotation.
     pub reset_requested: Option<String>,
