@@ -501,3 +501,44 @@ fn a_parent_that_gave_up_stops_its_child_groups_members() {
     assert_eq!(ordered(s), Vec::<&str>::new(), "no crash is acted on");
     assert_eq!(plan.events, []);
 }
+
+#[test]
+fn a_child_whose_give_up_made_its_parent_give_up_stays_stopped() {
+    // The parent took the child's crash in (a restart order for its incarnation) and gave up
+    // (a stop order): the stop wins, as it does for an Agent.
+    let mut g = given_up();
+    g.input.parent = Some(Directive {
+        restart: Some((1, t(100))),
+        stop: Some(agent_supervisor::api::StopOrder {
+            reason: StopReason::GaveUp,
+            kind: None,
+            message: Some("group root gave up".to_string()),
+        }),
+        ..listed("root")
+    });
+    let plan = g.at(101).step();
+    let s = &plan.status;
+    assert_eq!(plan.events, [], "no restart is announced");
+    assert_eq!(s.incarnation, 1);
+    assert!(s.gave_up.is_some());
+    assert_eq!(s.restart_count, 0);
+    assert_eq!(stops(s), [Some(StopReason::GaveUp); 3]);
+    assert_eq!(s.phase, Some(GroupPhase::Escalated));
+
+    // The parent is reset: the child resumes, restarted by its parent's order.
+    g.input.parent = Some(Directive {
+        restart: Some((1, t(100))),
+        reset: Some("root-uid/1".to_string()),
+        ..listed("root")
+    });
+    let plan = g.at(200).step();
+    let s = &plan.status;
+    assert_eq!(s.incarnation, 2);
+    assert_eq!(s.gave_up, None);
+    assert_eq!(stops(s), [None, None, None]);
+    assert_eq!(s.restart_history[0].trigger, GroupTrigger::Group);
+    assert_eq!(
+        reasons(&plan),
+        [GroupEventReason::Reset, GroupEventReason::GroupRestart]
+    );
+}

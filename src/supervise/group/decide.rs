@@ -137,7 +137,12 @@ impl GroupDecider<'_> {
                 }
                 self.reset(key, &format!("group {} was reset", parent.group));
             }
-            if let Some(due) = parent.restart_of(self.s.incarnation) {
+            // A stop order wins over a restart order, as it does for an Agent: a parent that
+            // took this group's give-up in and gave up itself restarts nothing.
+            if let Some(due) = parent
+                .restart_of(self.s.incarnation)
+                .filter(|_| parent.stop.is_none())
+            {
                 self.restarted_by_parent(&parent.group, due);
             }
         }
