@@ -481,3 +481,44 @@ fn a_group_that_shut_down_stops_its_member_then_records_its_shutdown() {
     assert_eq!((plan.create_pod, plan.delete_pod), (None, None));
     assert_eq!(plan.record_shutdown, None);
 }
+
+#[test]
+fn a_member_stopped_before_it_ever_started_starts_when_its_group_restarts_it() {
+    // Held (Sequential) when its group gave up: stopped in attempt 0.
+    let mut sim = Sim::new(Directive {
+        waiting_for: Some("planner".to_string()),
+        ..listed("team")
+    });
+    sim.step();
+    *sim.group() = Directive {
+        stop: stop(StopReason::GaveUp, None, "group team gave up"),
+        ..listed("team")
+    };
+    let plan = sim.at(10).step();
+    assert_eq!(
+        (plan.status.phase, plan.status.attempt),
+        (Some(Phase::Stopped), 0)
+    );
+    // Its group's parent restarts the group: every member is ordered to end its current
+    // attempt, here attempt 0, and start the next at t(50).
+    *sim.group() = Directive {
+        restart: Some((0, t(50))),
+        ..listed("team")
+    };
+    let plan = sim.at(20).step();
+    assert_eq!(plan.create_pod, None, "not before the order is due");
+    assert_eq!(plan.requeue_at, Some(t(50)));
+    assert_eq!(plan.status.phase, Some(Phase::Pending));
+    assert_eq!(
+        ready(&plan.status),
+        (
+            "False".to_string(),
+            "WaitingForGroup".to_string(),
+            "group team restarts it at 2025-06-01T12:00:50Z".to_string()
+        )
+    );
+    let plan = sim.at(50).step();
+    assert_eq!(plan.create_pod.map(|p| p.attempt), Some(1));
+    assert_eq!(plan.status.restart_history, [], "a first start");
+    assert_eq!(plan.status.restart_count, 0);
+}
