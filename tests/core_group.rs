@@ -371,12 +371,53 @@ fn a_group_that_gives_up_stops_every_member_and_says_so() {
     let d = g.directive("a");
     assert_eq!(d.stop.map(|s| s.reason), Some(StopReason::GaveUp));
 
-    // It stays given up, silently, and acts on no further crash.
+    // It stays given up, silently. A crash that had not reached it yet is taken in, alone: no
+    // restart, nothing counted.
     let plan = g.at(200).set("a", crashed(1, None)).step();
     assert_eq!(plan.events, []);
-    assert_eq!(ordered(&plan.status), ["b"]);
+    assert_eq!(ordered(&plan.status), ["a", "b"]);
+    assert_eq!(order(&plan.status, "a"), Some((1, t(200))));
+    assert_eq!(
+        (plan.status.restart_count, plan.status.restart_history.len()),
+        (0, 0)
+    );
     assert_eq!(stops(&plan.status), [Some(StopReason::GaveUp); 3]);
     assert_eq!(plan.status.phase, Some(GroupPhase::Escalated));
+}
+
+#[test]
+fn crashes_pending_when_the_group_gives_up_are_not_counted_after_a_reset() {
+    let mut one = spec(Strategy::OneForAll, &["a", "b"]);
+    one.max_restarts = 1;
+    let mut g = G::new(one);
+    g.at(100).set("a", crashed(1, None)).step();
+    g.at(110).set("a", running(2)).set("b", running(2)).step();
+    // a and b crash together: a's crash is one too many; b's is taken in with the give-up.
+    let plan = g
+        .at(200)
+        .set("a", crashed(2, None))
+        .set("b", crashed(2, Some(230)))
+        .step();
+    assert!(plan.status.gave_up.is_some());
+    assert_eq!(order(&plan.status, "a"), Some((2, t(200))));
+    assert_eq!(order(&plan.status, "b"), Some((2, t(230))));
+    // Both are stopped; the group is reset, and both resume on their orders: a has started
+    // again, b (its crash still on record) is about to.
+    g.at(250).set("a", stopped(2)).set("b", stopped(2));
+    g.input.group.reset_requested = Some("r1".to_string());
+    g.step();
+    let plan = g
+        .at(251)
+        .set("a", pending(3))
+        .set("b", crashed(2, None))
+        .step();
+    assert_eq!(plan.events, [], "b's old crash restarts nobody");
+    assert_eq!(plan.status.recent_restarts, [], "and counts toward nothing");
+    assert_eq!(
+        order(&plan.status, "a"),
+        Some((2, t(200))),
+        "a is not restarted again"
+    );
 }
 
 #[test]
@@ -498,7 +539,9 @@ fn a_parent_that_gave_up_stops_its_child_groups_members() {
     assert_eq!(s.phase, Some(GroupPhase::Escalated));
     assert_eq!(cond(s, ESCALATED), is("True", "ParentGaveUp"));
     assert_eq!(s.gave_up, None, "it did not give up itself");
-    assert_eq!(ordered(s), Vec::<&str>::new(), "no crash is acted on");
+    // a's crash is taken in, not acted on: nothing restarts, nothing is counted.
+    assert_eq!(ordered(s), ["a"]);
+    assert_eq!((s.restart_count, s.recent_restarts.len()), (0, 0));
     assert_eq!(plan.events, []);
 }
 

@@ -167,19 +167,12 @@ impl GroupDecider<'_> {
             let Some(crash) = self.crash_of(i) else {
                 continue;
             };
-            let covered = self.entries[i]
-                .restart
-                .as_ref()
-                .is_some_and(|r| r.attempt >= crash.attempt);
-            if covered {
+            if self.covered(i, &crash) {
                 continue;
             }
             if joined {
                 // It crashed before it joined: the strategy applies from its next crash on.
-                self.entries[i].restart = Some(RestartOrder {
-                    attempt: crash.attempt,
-                    due: Time(crash.due.unwrap_or(self.now)),
-                });
+                self.take_in(i, &crash);
                 continue;
             }
             self.crashed(i, crash);
@@ -384,6 +377,14 @@ impl GroupDecider<'_> {
                 message: Some(message.clone()),
             });
         }
+        // Crashes not acted on are taken in with the give-up: the members are stopped, and what
+        // starts them again (a reset, a restart from above) starts them afresh, without
+        // counting those crashes again or restarting the others for them.
+        for i in 0..self.input.members.len() {
+            if let Some(crash) = self.crash_of(i).filter(|c| !self.covered(i, c)) {
+                self.take_in(i, &crash);
+            }
+        }
         true
     }
 
@@ -399,6 +400,22 @@ impl GroupDecider<'_> {
             MemberState::Group(g) => g.crash(),
             _ => None,
         }
+    }
+
+    /// Member `i`'s order already covers `crash`: it was taken in.
+    fn covered(&self, i: usize, crash: &Crash) -> bool {
+        self.entries[i]
+            .restart
+            .as_ref()
+            .is_some_and(|r| r.attempt >= crash.attempt)
+    }
+
+    /// Takes `crash` in without acting on it: an order for member `i` alone, at its own time.
+    fn take_in(&mut self, i: usize, crash: &Crash) {
+        self.entries[i].restart = Some(RestartOrder {
+            attempt: crash.attempt,
+            due: Time(crash.due.unwrap_or(self.now)),
+        });
     }
 
     /// Member `i` crashed: count it, then restart what the strategy says, or give up.
@@ -487,10 +504,7 @@ impl GroupDecider<'_> {
         let spec = &self.input.group.spec;
         let name = self.input.members[i].key.name.clone();
         // The crash is taken in: it made the group give up.
-        self.entries[i].restart = Some(RestartOrder {
-            attempt: crash.attempt,
-            due: Time(crash.due.unwrap_or(self.now)),
-        });
+        self.take_in(i, crash);
         self.s.gave_up = Some(GiveUp {
             at: Time(self.now),
             incarnation: self.s.incarnation,
