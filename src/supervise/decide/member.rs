@@ -32,7 +32,7 @@ impl<'a> Decider<'a> {
             return true;
         }
         let Some(due) = d.restart_of(self.s.attempt) else {
-            return false;
+            return self.first_start_ordered(live.is_some());
         };
         match self.s.phase {
             Some(Phase::Pending | Phase::Running) if live.is_some() => {
@@ -79,6 +79,32 @@ impl<'a> Decider<'a> {
             }
             _ => false,
         }
+    }
+
+    /// An order for attempt 0: the group restarts a member that never started (stopped by its
+    /// group before its first pod, or still held by the start order). No attempt ends, so
+    /// nothing is recorded: it is a first start, once the order is due. True when the decision
+    /// is complete.
+    fn first_start_ordered(&mut self, live: bool) -> bool {
+        let Some(d) = &self.input.group else {
+            return false;
+        };
+        let Some((0, due)) = d.restart else {
+            return false;
+        };
+        let never_started = self.s.attempt == 0
+            && !live
+            && matches!(self.s.phase, Some(Phase::Stopped | Phase::Pending) | None);
+        if !never_started {
+            return false;
+        }
+        self.s.phase = Some(Phase::Pending);
+        if due > self.now {
+            self.requeue(due);
+            self.held = Some(format!("group {} restarts it at {due}", d.group));
+            return true;
+        }
+        false
     }
 
     /// The group gave up (stop) or shut down (stop, then record the shutdown).

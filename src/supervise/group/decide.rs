@@ -152,7 +152,8 @@ impl GroupDecider<'_> {
                 }
                 self.reset(key, &format!("group {} was reset", parent.group));
             }
-            // A group stopped by its parent restarts only when the parent lifts the stop.
+            // A stop order wins over a restart order, as it does for an Agent: a parent that
+            // took this group's give-up in and gave up itself restarts nothing.
             if let Some(due) = parent
                 .restart_of(self.s.incarnation)
                 .filter(|_| parent.stop.is_none())
@@ -181,19 +182,12 @@ impl GroupDecider<'_> {
             let Some(crash) = self.crash_of(i) else {
                 continue;
             };
-            let covered = self.entries[i]
-                .restart
-                .as_ref()
-                .is_some_and(|r| r.attempt >= crash.attempt);
-            if covered {
+            if self.covered(i, &crash) {
                 continue;
             }
             if joined {
                 // It crashed before it joined: the strategy applies from its next crash on.
-                self.entries[i].restart = Some(RestartOrder {
-                    attempt: crash.attempt,
-                    due: Time(crash.due.unwrap_or(self.now)),
-                });
+                self.take_in(i, &crash);
                 continue;
             }
             self.crashed(i, crash);
@@ -400,6 +394,14 @@ impl GroupDecider<'_> {
                 message: Some(message.clone()),
             });
         }
+        // Crashes not acted on are taken in with the give-up: the members are stopped, and what
+        // starts them again (a reset, a restart from above) starts them afresh, without
+        // counting those crashes again or restarting the others for them.
+        for i in 0..self.input.members.len() {
+            if let Some(crash) = self.crash_of(i).filter(|c| !self.covered(i, c)) {
+                self.take_in(i, &crash);
+            }
+        }
         true
     }
 
@@ -415,6 +417,22 @@ impl GroupDecider<'_> {
             MemberState::Group(g) => g.crash(),
             _ => None,
         }
+    }
+
+    /// Member `i`'s order already covers `crash`: it was taken in.
+    fn covered(&self, i: usize, crash: &Crash) -> bool {
+        self.entries[i]
+            .restart
+            .as_ref()
+            .is_some_and(|r| r.attempt >= crash.attempt)
+    }
+
+    /// Takes `crash` in without acting on it: an order for member `i` alone, at its own time.
+    fn take_in(&mut self, i: usize, crash: &Crash) {
+        self.entries[i].restart = Some(RestartOrder {
+            attempt: crash.attempt,
+            due: Time(crash.due.unwrap_or(self.now)),
+        });
     }
 
     /// Member `i` crashed: count it, then restart what the strategy says, or give up.
@@ -506,15 +524,8 @@ impl GroupDecider<'_> {
     fn give_up(&mut self, i: usize, crash: &Crash) {
         let spec = &self.input.group.spec;
         let name = self.input.members[i].key.name.clone();
-        // An Agent's crash is taken in: it made the group give up, and the Agent restarts after
-        // it once the stop is lifted. (A child group's is not: an order to a group restarts it,
-        // and its parent restarting this group, or a reset, restarts it anyway.)
-        if matches!(self.input.members[i].state, MemberState::Agent(_)) {
-            self.entries[i].restart = Some(RestartOrder {
-                attempt: crash.attempt,
-                due: Time(crash.due.unwrap_or(self.now)),
-            });
-        }
+        // The crash is taken in: it made the group give up.
+        self.take_in(i, crash);
         self.s.gave_up = Some(GiveUp {
             at: Time(self.now),
             incarnation: self.s.incarnation,
