@@ -585,3 +585,57 @@ fn a_child_whose_give_up_made_its_parent_give_up_stays_stopped() {
         [GroupEventReason::Reset, GroupEventReason::GroupRestart]
     );
 }
+
+#[test]
+fn a_member_its_own_policy_gave_up_on_is_left_out_and_holds_back_no_one() {
+    let mut sequential = spec(Strategy::OneForAll, &["a", "b", "c"]);
+    sequential.start_order = StartOrder::Sequential;
+    let mut g = G::new(sequential);
+    // a hit its restart limit (or a Stop rule): Stopped by its own policy, not by the group.
+    let gave_up = MemberState::Agent(AgentView {
+        phase: Some(Phase::Stopped),
+        attempt: 3,
+        given_up: true,
+        ..AgentView::default()
+    });
+    let plan = g
+        .at(100)
+        .set("a", gave_up)
+        .set("b", crashed(1, Some(110)))
+        .step();
+    // b's crash restarts b and c, not a; c waits for b, not for a.
+    assert_eq!(ordered(&plan.status), ["b", "c"]);
+    assert_eq!(waiting(&plan.status), [("c", "b")]);
+    assert_eq!(plan.status.restart_history[0].restarted, ["b", "c"]);
+}
+
+#[test]
+fn membership_events_wait_until_a_new_group_has_settled() {
+    let mut g = G::fresh(spec(Strategy::OneForOne, &["a", "b"]));
+    g.input.group.created = t(0);
+    g.set("b", MemberState::NotFound);
+    // Applied together with its members, a group sees them appear one by one: the condition
+    // says b is missing, but no Warning is recorded in its first seconds.
+    let plan = g.at(3).step();
+    assert_eq!(
+        cond(
+            &plan.status,
+            agent_supervisor::supervise::group::MEMBERS_RESOLVED
+        ),
+        is("False", "NotFound")
+    );
+    assert_eq!(reasons(&plan), []);
+    let plan = g.at(5).set("b", running(1)).step();
+    assert_eq!(
+        cond(
+            &plan.status,
+            agent_supervisor::supervise::group::MEMBERS_RESOLVED
+        ),
+        is("True", "AllMembersFound")
+    );
+    assert_eq!(reasons(&plan), []);
+    // Later, a member that goes missing is reported.
+    let plan = g.at(60).set("b", MemberState::NotFound).step();
+    assert_eq!(reasons(&plan), [GroupEventReason::MembersResolved]);
+    assert!(plan.events[0].warning);
+}

@@ -27,7 +27,12 @@ fn the_reset_annotation_clears_a_give_up_once_per_value() {
     assert_eq!(s.recent_restarts, []);
     assert_eq!(s.handled_reset_request.as_deref(), Some("r1"));
     for m in &s.members {
-        assert_eq!(m.reset.as_deref(), Some("5c1d-team/r1"), "{}", m.name);
+        assert_eq!(
+            m.reset.as_deref(),
+            Some("5c1d-team/r1/1748779400"),
+            "{}",
+            m.name
+        );
         assert_eq!(m.stop, None);
     }
     assert_eq!(reasons(&plan), [GroupEventReason::Reset]);
@@ -40,14 +45,17 @@ fn the_reset_annotation_clears_a_give_up_once_per_value() {
     // b's crash, which made it give up, was taken in then: it is not counted again.
     assert_eq!(s.restart_count, 0);
     assert_eq!(s.phase, Some(GroupPhase::Restarting));
-    assert_eq!(g.directive("a").reset.as_deref(), Some("5c1d-team/r1"));
+    assert_eq!(
+        g.directive("a").reset.as_deref(),
+        Some("5c1d-team/r1/1748779400")
+    );
 
     // Once per value.
     let again = g.at(210).step();
     assert_eq!(again.events, []);
     assert_eq!(
         entry(&again.status, "a").reset.as_deref(),
-        Some("5c1d-team/r1")
+        Some("5c1d-team/r1/1748779400")
     );
 
     // A new value on a group that has not given up clears its count.
@@ -65,7 +73,17 @@ fn the_reset_annotation_clears_a_give_up_once_per_value() {
     );
     assert_eq!(
         entry(&plan.status, "c").reset.as_deref(),
-        Some("5c1d-team/r2")
+        Some("5c1d-team/r2/1748779430")
+    );
+
+    // A value used before is a new reset all the same: its key is new, so every member (one
+    // that saw neither of the others included) resets again.
+    g.input.group.reset_requested = Some("r1".to_string());
+    let plan = g.at(240).step();
+    assert_eq!(reasons(&plan), [GroupEventReason::Reset]);
+    assert_eq!(
+        entry(&plan.status, "c").reset.as_deref(),
+        Some("5c1d-team/r1/1748779440")
     );
 }
 

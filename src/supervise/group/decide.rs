@@ -168,7 +168,8 @@ impl GroupDecider<'_> {
             .filter(|v| Some(v) != self.s.handled_reset_request.as_ref());
         if let Some(value) = request {
             self.s.handled_reset_request = Some(value.clone());
-            let key = format!("{}/{value}", input.group.uid);
+            // Unique per reset handled (a value used again is a new reset): members compare keys.
+            let key = format!("{}/{value}/{}", input.group.uid, self.now.as_second());
             self.reset(key, &format!("{RESET_REQUESTED_ANNOTATION}={value}"));
         }
 
@@ -580,10 +581,11 @@ impl GroupDecider<'_> {
 
     // --- Members ------------------------------------------------------------------------
 
-    /// Supervised, and not out of the group's restarts (suspended, or shut down).
+    /// Supervised, and not out of the group's restarts: suspended, shut down, or given up on by
+    /// its own policy (a `Stop` rule, a `Never` backoff, its restart limit) until it is reset.
     fn eligible(&self, i: usize) -> bool {
         match &self.input.members[i].state {
-            MemberState::Agent(a) => !a.suspended && a.shutdown.is_none(),
+            MemberState::Agent(a) => !a.suspended && a.shutdown.is_none() && !a.given_up,
             MemberState::Group(g) => g.shutdown.is_none(),
             MemberState::NotFound | MemberState::Refused(_) => false,
         }

@@ -64,6 +64,9 @@ pub struct AgentView {
     pub ready: bool,
     pub suspended: bool,
     pub shutdown: Option<Shutdown>,
+    /// Its own policy gave up on it (phase Stopped, not by its group): it stays stopped until
+    /// it is reset, whatever its group does.
+    pub given_up: bool,
     /// A crash its policy will restart, waiting for the group.
     pub crash: Option<Crash>,
 }
@@ -97,7 +100,11 @@ impl AgentView {
     pub fn of(agent: &Agent) -> AgentView {
         let unset = crate::api::AgentStatus::default();
         let s = agent.status.as_ref().unwrap_or(&unset);
-        let ready = conditions::get(&s.conditions, READY).is_some_and(|c| c.status == "True");
+        let ready_condition = conditions::get(&s.conditions, READY);
+        let ready = ready_condition.is_some_and(|c| c.status == "True");
+        let given_up = s.phase == Some(Phase::Stopped)
+            && !ready_condition
+                .is_some_and(|c| matches!(c.reason.as_str(), "GroupGaveUp" | "GroupShutdown"));
         let pending = s
             .restart_history
             .first()
@@ -129,6 +136,7 @@ impl AgentView {
             ready,
             suspended: agent.spec.suspend,
             shutdown: s.shutdown.clone(),
+            given_up,
             crash: crash.map(|(record, trigger, due)| Crash {
                 attempt: record.attempt,
                 reason: record
