@@ -114,30 +114,41 @@ pub struct Context {
     pub recorder: Recorder,
     pub groups: Store<GroupObject>,
     pub agents: Store<AgentObject>,
+    pub metrics: Arc<crate::runtime::metrics::Metrics>,
+}
+
+impl Context {
+    pub fn new(
+        client: Client,
+        groups: Store<GroupObject>,
+        agents: Store<AgentObject>,
+        metrics: Arc<crate::runtime::metrics::Metrics>,
+    ) -> Context {
+        Context {
+            recorder: Recorder::new(client.clone(), Reporter::from(FIELD_MANAGER)),
+            client,
+            groups,
+            agents,
+            metrics,
+        }
+    }
 }
 
 /// The group controller of one scope: reconciles a group on its own changes (`changes`) and on
 /// `triggers` (its members', parent's and children's changes).
 pub async fn controller(
-    client: Client,
-    groups: Store<GroupObject>,
-    agents: Store<AgentObject>,
+    context: Context,
     changes: impl futures::Stream<Item = Result<GroupObject, watcher::Error>> + Send + 'static,
     triggers: impl futures::Stream<Item = ObjectRef<GroupObject>> + Send + 'static,
     concurrency: u16,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let context = Arc::new(Context {
-        recorder: Recorder::new(client.clone(), Reporter::from(FIELD_MANAGER)),
-        client,
-        groups: groups.clone(),
-        agents,
-    });
+    let groups = context.groups.clone();
     Controller::for_stream(changes, groups)
         .reconcile_on(triggers)
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, context)
+        .run(reconcile, error_policy, Arc::new(context))
         .for_each(|result| async move { log_outcome("AgentGroup", result) })
         .await;
 }
@@ -177,6 +188,7 @@ async fn reconcile_group(group: &AgentGroup, ctx: &Context) -> Result<Action, ku
     }
     if &plan.status != before {
         record(group, &plan, ctx).await?;
+        ctx.metrics.observe_group(before, &plan.status);
     }
     publish(group, &plan, ctx).await;
     Ok(Action::requeue(RESYNC))

@@ -378,9 +378,7 @@ async fn run_scope(
         shutdown.clone(),
     );
     let group_controller = groups::controller(
-        client.clone(),
-        groups,
-        agents,
+        groups::Context::new(client.clone(), groups, agents, config.metrics.clone()),
         group_changes,
         group_triggers,
         config.concurrency,

@@ -15,7 +15,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::api::{Agent, AgentStatus, BreakerState, Phase};
+use crate::api::{Agent, AgentGroupStatus, AgentStatus, BreakerState, Phase};
 use crate::supervise::{EventReason, Plan};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -28,6 +28,11 @@ pub struct FailureLabels {
 pub struct RestartLabels {
     pub reason: String,
     pub class: String,
+    pub trigger: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TriggerLabel {
     pub trigger: String,
 }
 
@@ -48,6 +53,8 @@ pub struct Metrics {
     pub recovery: Histogram,
     pub reconcile_duration: Histogram,
     pub reconcile_errors: Family<ReasonLabel, Counter>,
+    pub group_restarts: Family<TriggerLabel, Counter>,
+    pub group_escalations: Counter,
     agents: Arc<AgentCollector>,
 }
 
@@ -71,6 +78,8 @@ impl Metrics {
             recovery: Histogram::new(exponential_buckets(0.5, 2.0, 14)),
             reconcile_duration: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
             reconcile_errors: Family::default(),
+            group_restarts: Family::default(),
+            group_escalations: Counter::default(),
             agents: Arc::new(AgentCollector {
                 stores: Mutex::default(),
                 per_agent,
@@ -119,6 +128,16 @@ impl Metrics {
             "Failed reconciles, by error reason",
             metrics.reconcile_errors.clone(),
         );
+        registry.register(
+            "group_restarts",
+            "Restarts under AgentGroups, by trigger (a member's crash, a child group giving up, a parent's restart)",
+            metrics.group_restarts.clone(),
+        );
+        registry.register(
+            "group_escalations",
+            "Times an AgentGroup gave up and escalated to its parent (or stopped, at the root)",
+            metrics.group_escalations.clone(),
+        );
         registry.register_collector(Box::new(metrics.agents.clone()));
         *metrics.registry.lock().expect("metrics lock") = registry;
         metrics
@@ -136,6 +155,23 @@ impl Metrics {
         prometheus_client::encoding::text::encode(&mut out, &registry)
             .expect("metrics encode to a String");
         out
+    }
+
+    /// Records what one group decision did, once its status was written.
+    pub fn observe_group(&self, before: &AgentGroupStatus, after: &AgentGroupStatus) {
+        if after.restart_count > before.restart_count
+            && let Some(record) = after.restart_history.first()
+        {
+            let labels = TriggerLabel {
+                trigger: record.trigger.as_str().to_string(),
+            };
+            self.group_restarts
+                .get_or_create(&labels)
+                .inc_by(u64::from(after.restart_count - before.restart_count));
+        }
+        if after.gave_up.is_some() && before.gave_up.is_none() {
+            self.group_escalations.inc();
+        }
     }
 
     /// Records what one decision did, once it was carried out.

@@ -152,7 +152,18 @@ async fn rest_for_one_restarts_the_crashed_member_and_those_after_it() {
 
 #[tokio::test]
 async fn one_for_one_restarts_only_the_crashed_member_and_counts_it() {
-    let (ns, _operator) = setup().await;
+    let ns = TestNamespace::new().await;
+    crate::support::install_crds(&ns.client).await;
+    let metrics = std::sync::Arc::new(agent_supervisor::runtime::metrics::Metrics::default());
+    let config = agent_supervisor::controller::Config {
+        namespaces: vec![ns.name.clone()],
+        metrics: metrics.clone(),
+        ..Default::default()
+    };
+    let _operator = crate::support::Operator::start_with_config(
+        crate::support::Operator::admin_client().await,
+        config,
+    );
     agents(&ns, &["left", "right"]).await;
     ns.create_group("pair", json!({ "members": members(&["left", "right"]) }))
         .await;
@@ -167,6 +178,15 @@ async fn one_for_one_restarts_only_the_crashed_member_and_counts_it() {
     assert_eq!(group.recent_restarts.len(), 1);
     let left = ns.status("left").await;
     assert_eq!((left.attempt, left.restart_count), (1, 0));
+    let exported = metrics.encode();
+    assert!(
+        exported.contains("agent_supervisor_group_restarts_total{trigger=\"Failure\"} 1"),
+        "{exported}"
+    );
+    assert!(
+        exported.contains("agent_supervisor_group_escalations_total 0"),
+        "{exported}"
+    );
 }
 
 #[tokio::test]
