@@ -292,8 +292,9 @@ async fn chart_installs_cluster_wide_with_exactly_the_operators_permissions() {
 const RBAC_PROBE_USER_AGENT: &str = "agent-supervisor-chart-rbac-test";
 
 /// The in-process operator, acting as the chart's ServiceAccount (impersonated), supervises an
-/// agent through creation, a crash, a restart and a suspension, and another agent's claim: the
-/// API server refuses none of its requests, as its audit log shows.
+/// agent through creation, a crash, a restart and a suspension, another agent's claim, and a
+/// supervision group restarting its members: the API server refuses none of its requests, as its
+/// audit log shows.
 #[tokio::test(flavor = "multi_thread")]
 async fn charts_rbac_is_enough_for_the_operator() {
     let ns = TestNamespace::new().await;
@@ -303,6 +304,7 @@ async fn charts_rbac_is_enough_for_the_operator() {
     let (_release, _) = Release::install(&ns.name, &[&watch]);
     let user = service_account_user(&ns.name);
     wait_for_rbac(&user, &watched.name).await;
+    let log_start = support::audit_log_position();
 
     let mut config = support::admin_config().await;
     config.auth_info.impersonate = Some(user.clone());
@@ -317,21 +319,43 @@ async fn charts_rbac_is_enough_for_the_operator() {
     let watched = Arc::new(watched);
     let scenario = tokio::spawn({
         let watched = watched.clone();
-        async move { supervise_an_agent(&watched).await }
+        async move {
+            supervise_an_agent(&watched).await;
+            supervise_a_group(&watched).await;
+        }
     });
     let outcome = scenario.await;
     drop(operator);
 
-    // Give the audit log a moment to be written, then read what the operator was refused
+    // Once the audit log holds every request made so far, read what the operator was refused
     // (while its namespace and Role still exist: nothing is refused for their deletion).
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let refused = refused_requests(&user);
+    support::audit_log_caught_up(&ns).await;
+    let requests = operator_requests(&user, log_start);
+    let refused: BTreeSet<String> = requests
+        .iter()
+        .filter(|(_, code)| *code == 403)
+        .map(|(request, _)| request.clone())
+        .collect();
     assert!(
         refused.is_empty(),
         "the chart's RBAC refused the operator: {refused:#?}"
     );
     if let Err(failed) = outcome {
         std::panic::resume_unwind(failed.into_panic());
+    }
+    // The groups' requests were made, and granted.
+    let watched = &watched.name;
+    for request in [
+        "list agentgroups".to_owned(),
+        "watch agentgroups".to_owned(),
+        format!("patch agentgroups/status in {watched}"),
+    ] {
+        assert!(
+            requests
+                .iter()
+                .any(|(r, code)| r.starts_with(&request) && (200..300).contains(code)),
+            "the operator never made `{request}`: {requests:#?}"
+        );
     }
 }
 
@@ -383,19 +407,37 @@ async fn supervise_an_agent(ns: &TestNamespace) {
     .await;
 }
 
-/// The operator's requests as `user` that the API server refused, from its audit log; panics
-/// if the log has none of its requests at all.
-fn refused_requests(user: &str) -> BTreeSet<String> {
-    let log = support::kubeconfig()
-        .parent()
-        .expect("kubeconfig has a directory")
-        .join("logs/audit.log");
-    let text = std::fs::read_to_string(&log).unwrap_or_else(|e| {
-        panic!(
-            "this test reads the control plane's audit log {}: {e}",
-            log.display()
-        )
-    });
+/// A supervision group: its status written, its Events recorded, and its orders carried out by
+/// its members: a crash restarts both of them.
+async fn supervise_a_group(ns: &TestNamespace) {
+    for name in ["alpha", "beta"] {
+        ns.create_agent(name, json!({ "restartPolicyRef": { "name": "fast" } }))
+            .await;
+    }
+    ns.create_group(
+        "pair",
+        json!({ "strategy": "OneForAll", "members": [{ "agent": "alpha" }, { "agent": "beta" }] }),
+    )
+    .await;
+    ns.wait_group_running("pair").await;
+    ns.wait_running("beta-1").await;
+    ns.terminate("beta-1", 1, "Error", "boom").await;
+    ns.wait_running("alpha-2").await;
+    ns.wait_running("beta-2").await;
+    let pair = ns
+        .wait_group("pair", "a group restart", |s| s.restart_count == 1)
+        .await;
+    assert_eq!(pair.restart_history[0].restarted, ["alpha", "beta"]);
+    ns.wait_group_event("pair", "GroupRestart").await;
+    ns.wait_event("alpha", "RestartScheduled").await;
+}
+
+/// The operator's requests as `user` since `start`, from the API server's audit log, as
+/// ("verb resource[/subresource] in namespace", response code); panics if the log has none of
+/// its requests at all.
+fn operator_requests(user: &str, start: support::AuditPosition) -> Vec<(String, u16)> {
+    let log = support::audit_log();
+    let text = support::audit_log_since(start);
     let requests: Vec<serde_json::Value> = text
         .lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
@@ -410,17 +452,18 @@ fn refused_requests(user: &str) -> BTreeSet<String> {
     );
     requests
         .iter()
-        .filter(|e| e["responseStatus"]["code"] == 403)
         .map(|e| {
             let object = &e["objectRef"];
             let subresource = object["subresource"].as_str().map(|s| format!("/{s}"));
-            format!(
+            let request = format!(
                 "{} {}{} in {}",
                 e["verb"].as_str().unwrap_or_default(),
                 object["resource"].as_str().unwrap_or_default(),
                 subresource.unwrap_or_default(),
                 object["namespace"].as_str().unwrap_or("the cluster"),
-            )
+            );
+            let code = e["responseStatus"]["code"].as_u64().unwrap_or_default();
+            (request, u16::try_from(code).unwrap_or_default())
         })
         .collect()
 }
