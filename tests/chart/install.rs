@@ -119,10 +119,15 @@ async fn chart_installs_namespaced_and_uninstalls() {
     let watch = format!("watchNamespaces={{{}}}", watched.name);
     let (release, out) = Release::install(&ns.name, &[&watch]);
     assert!(out.contains("STATUS: deployed"), "{out}");
-    assert!(
-        out.contains("kubectl describe agent basic"),
-        "NOTES say what to do next:\n{out}"
-    );
+    for next in [
+        "kubectl describe agent basic",
+        "restartpolicies.supervisor.dev agentgroups.supervisor.dev",
+        "examples/agent-team.yaml",
+        "`kubectl get agg`",
+        "lists Agents, RestartPolicies and AgentGroups together",
+    ] {
+        assert!(out.contains(next), "NOTES say `{next}`:\n{out}");
+    }
 
     // What it created, as the API server has it.
     let client = ns.client.clone();
