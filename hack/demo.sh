@@ -4,7 +4,8 @@
 #
 #   hack/demo.sh          show it, then tear everything down
 #   KEEP=1 hack/demo.sh   leave the cluster and the operator running
-#   DEMO_SECONDS=120 ...  watch for longer (default 75)
+#   DEMO_SECONDS=120 ...  watch for longer (default 75: the agent team's crew gives up and the
+#                         team restarts it; the team itself gives up about 3 minutes in)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
@@ -23,7 +24,7 @@ log "building the operator"
 cargo build --quiet --locked --bin agent-supervisor
 log "installing the CRDs"
 kubectl apply --server-side --field-manager=agent-supervisor-demo -f crds/ >/dev/null
-for crd in agents.supervisor.dev restartpolicies.supervisor.dev; do
+for crd in agents.supervisor.dev restartpolicies.supervisor.dev agentgroups.supervisor.dev; do
   # (kubectl wait fails outright while a new CRD has no conditions yet: poll instead.)
   until [[ "$(kubectl get crd "$crd" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}')" == True ]]; do
     sleep 0.2
@@ -63,17 +64,18 @@ kubectl apply -n "$ns" -f examples/
 for ((t = 0; t < watch_for; t += 15)); do
   sleep 15
   echo
-  echo "--- after $((t + 15))s: kubectl get agents -n $ns"
-  kubectl get agents -n "$ns"
+  echo "--- after $((t + 15))s: kubectl get agg,agents -n $ns"
+  kubectl get agg,agents -n "$ns"
 done
 
 show() {
   echo
-  echo "\$ kubectl describe agent $1 -n $ns   # $2"
-  kubectl describe agent "$1" -n "$ns" | sed -n '/^Status:/,$p'
+  echo "\$ kubectl describe $1 $2 -n $ns   # $3"
+  kubectl describe "$1" "$2" -n "$ns" | sed -n '/^Status:/,$p'
 }
-show crasher "crashes, backs off, trips the circuit breaker"
-show spender "ran out of budget: left alone"
+show agent crasher "crashes, backs off, trips the circuit breaker"
+show agent spender "ran out of budget: left alone"
+show agg crew "restarts the tool server and the workers after it; gives up, and the team restarts it"
 echo
 echo "\$ curl -s 127.0.0.1:$port/metrics | grep -E '^agent_supervisor_(agents|restarts_total|breaker_trips_total)'"
 curl -s "http://127.0.0.1:$port/metrics" | grep -E '^agent_supervisor_(agents|restarts_total|breaker_trips_total)' || true
