@@ -4,7 +4,8 @@
 #
 #   hack/demo.sh          show it, then tear everything down
 #   KEEP=1 hack/demo.sh   leave the cluster and the operator running
-#   DEMO_SECONDS=120 ...  watch for longer (default 90)
+#   DEMO_SECONDS=120 ...  watch for longer (default 75: the agent team's crew gives up and the
+#                         team restarts it; the team itself gives up about 3 minutes in)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
@@ -12,7 +13,7 @@ export PATH="$TOOLS_PATH:$PATH"
 dir="$REPO_ROOT/target/cluster"
 export KUBECONFIG="$dir/kubeconfig"
 ns=demo
-watch_for=${DEMO_SECONDS:-90}
+watch_for=${DEMO_SECONDS:-75}
 
 if [[ "${KEEP:-}" != 1 ]]; then
   trap 'hack/cluster.sh down --dir "$dir"' EXIT
@@ -63,23 +64,21 @@ kubectl apply -n "$ns" -f examples/
 for ((t = 0; t < watch_for; t += 15)); do
   sleep 15
   echo
-  echo "--- after $((t + 15))s: kubectl get agentgroups,agents -n $ns"
-  kubectl get agentgroups,agents -n "$ns"
+  echo "--- after $((t + 15))s: kubectl get agg,agents -n $ns"
+  kubectl get agg,agents -n "$ns"
 done
 
 show() {
   echo
-  echo "\$ kubectl describe agent $1 -n $ns   # $2"
-  kubectl describe agent "$1" -n "$ns" | sed -n '/^Status:/,$p'
+  echo "\$ kubectl describe $1 $2 -n $ns   # $3"
+  kubectl describe "$1" "$2" -n "$ns" | sed -n '/^Status:/,$p'
 }
-show crasher "crashes, backs off, trips the circuit breaker"
-show spender "ran out of budget: left alone"
+show agent crasher "crashes, backs off, trips the circuit breaker"
+show agent spender "ran out of budget: left alone"
+show agg crew "restarts the tool server and the workers after it; gives up, and the team restarts it"
 echo
-echo "\$ kubectl describe agentgroup crew -n $ns   # the tool server crashes: RestForOne restarts it and the workers after it"
-kubectl describe agentgroup crew -n "$ns" | sed -n '/^Status:/,$p'
-echo
-echo "\$ curl -s 127.0.0.1:$port/metrics | grep -E '^agent_supervisor_(agents|restarts_total|breaker_trips_total)'"
-curl -s "http://127.0.0.1:$port/metrics" | grep -E '^agent_supervisor_(agents|restarts_total|breaker_trips_total)' || true
+echo "\$ curl -s 127.0.0.1:$port/metrics | grep -E '^agent_supervisor_(agents|restarts_total|breaker_trips_total|group_restarts_total|group_escalations_total)'"
+curl -s "http://127.0.0.1:$port/metrics" | grep -E '^agent_supervisor_(agents|restarts_total|breaker_trips_total|group_restarts_total|group_escalations_total)' || true
 
 echo
 if [[ "${KEEP:-}" == 1 ]]; then

@@ -1,6 +1,7 @@
 //! The Helm chart in charts/agent-supervisor: it lints clean and renders what the operator needs
 //! (render), its objects pass the real API server's validation and Pod Security "restricted"
-//! (admission), and it installs, grants exactly enough, and uninstalls (install).
+//! (admission), and it installs, grants exactly enough, and uninstalls (install); the operator
+//! works with exactly those permissions (operator).
 
 mod support;
 
@@ -8,6 +9,8 @@ mod support;
 mod admission;
 #[path = "chart/install.rs"]
 mod install;
+#[path = "chart/operator.rs"]
+mod operator;
 #[path = "chart/render.rs"]
 mod render;
 

@@ -1,25 +1,20 @@
-//! `helm install` into the real control plane: what it creates, what the authorizer then lets
-//! the operator do, and the in-process operator running with exactly those permissions.
+//! `helm install` into the real control plane: what it creates and what the authorizer then lets
+//! the operator do.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::Duration;
 
-use agent_supervisor::api::{Agent, Phase};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::api::{Patch, PatchParams};
-use kube::{Api, Client};
-use serde_json::json;
+use kube::Api;
 use serde_yaml::Value;
 
 use crate::support::{self, TestNamespace, eventually};
 use crate::{RELEASE, chart, documents, output, run, set_args};
 
 /// A `helm install` of the chart, uninstalled when dropped unless the test did.
-struct Release {
+pub(crate) struct Release {
     namespace: String,
     installed: bool,
 }
@@ -27,7 +22,7 @@ struct Release {
 impl Release {
     /// Installs the chart into `namespace` (CRDs skipped: the tests install them), returning
     /// the release and helm's output.
-    fn install(namespace: &str, sets: &[&str]) -> (Release, String) {
+    pub(crate) fn install(namespace: &str, sets: &[&str]) -> (Release, String) {
         let out = run(
             support::helm()
                 .args(["install", RELEASE])
@@ -96,13 +91,13 @@ fn can(user: &str, request: &str) -> bool {
     answer == "yes"
 }
 
-fn service_account_user(namespace: &str) -> String {
+pub(crate) fn service_account_user(namespace: &str) -> String {
     format!("system:serviceaccount:{namespace}:{RELEASE}")
 }
 
 /// Waits until the API server's authorizer knows the release's RBAC: bindings reach it through
 /// a cache, a moment after they are created.
-async fn wait_for_rbac(user: &str, watched: &str) {
+pub(crate) async fn wait_for_rbac(user: &str, watched: &str) {
     eventually(
         Duration::from_secs(30),
         "the chart's RBAC to take effect",
@@ -124,10 +119,15 @@ async fn chart_installs_namespaced_and_uninstalls() {
     let watch = format!("watchNamespaces={{{}}}", watched.name);
     let (release, out) = Release::install(&ns.name, &[&watch]);
     assert!(out.contains("STATUS: deployed"), "{out}");
-    assert!(
-        out.contains("kubectl describe agent basic"),
-        "NOTES say what to do next:\n{out}"
-    );
+    for next in [
+        "kubectl describe agent basic",
+        "restartpolicies.supervisor.dev agentgroups.supervisor.dev",
+        "examples/agent-team.yaml",
+        "`kubectl get agg`",
+        "lists Agents, RestartPolicies and AgentGroups together",
+    ] {
+        assert!(out.contains(next), "NOTES say `{next}`:\n{out}");
+    }
 
     // What it created, as the API server has it.
     let client = ns.client.clone();
@@ -286,141 +286,4 @@ async fn chart_installs_cluster_wide_with_exactly_the_operators_permissions() {
         assert!(!can(&user, request), "the operator may {request}");
     }
     release.uninstall();
-}
-
-/// The user agent of the operator running as the chart's ServiceAccount, to find its requests.
-const RBAC_PROBE_USER_AGENT: &str = "agent-supervisor-chart-rbac-test";
-
-/// The in-process operator, acting as the chart's ServiceAccount (impersonated), supervises an
-/// agent through creation, a crash, a restart and a suspension, and another agent's claim: the
-/// API server refuses none of its requests, as its audit log shows.
-#[tokio::test(flavor = "multi_thread")]
-async fn charts_rbac_is_enough_for_the_operator() {
-    let ns = TestNamespace::new().await;
-    let watched = TestNamespace::new().await;
-    support::install_crds(&ns.client).await;
-    let watch = format!("watchNamespaces={{{}}}", watched.name);
-    let (_release, _) = Release::install(&ns.name, &[&watch]);
-    let user = service_account_user(&ns.name);
-    wait_for_rbac(&user, &watched.name).await;
-
-    let mut config = support::admin_config().await;
-    config.auth_info.impersonate = Some(user.clone());
-    config.headers.push((
-        http::header::USER_AGENT,
-        http::HeaderValue::from_static(RBAC_PROBE_USER_AGENT),
-    ));
-    let client = Client::try_from(config).expect("impersonating client");
-    let operator = support::Operator::start_with(client, &watched.name);
-
-    // On its own task, so that when a step times out the refusals below still explain why.
-    let watched = Arc::new(watched);
-    let scenario = tokio::spawn({
-        let watched = watched.clone();
-        async move { supervise_an_agent(&watched).await }
-    });
-    let outcome = scenario.await;
-    drop(operator);
-
-    // Give the audit log a moment to be written, then read what the operator was refused
-    // (while its namespace and Role still exist: nothing is refused for their deletion).
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let refused = refused_requests(&user);
-    assert!(
-        refused.is_empty(),
-        "the chart's RBAC refused the operator: {refused:#?}"
-    );
-    if let Err(failed) = outcome {
-        std::panic::resume_unwind(failed.into_panic());
-    }
-}
-
-/// Every kind of request the operator makes: pods created and deleted, status and Events
-/// written, a heartbeat Lease and a claim created.
-async fn supervise_an_agent(ns: &TestNamespace) {
-    ns.create_policy(
-        "fast",
-        json!({
-            "backoff": { "type": "Exponential", "initialDelay": "1s", "maxDelay": "1m", "jitter": 0.0 },
-            "circuitBreaker": { "failureThreshold": 0 },
-        }),
-    )
-    .await;
-    let probe = json!({ "restartPolicyRef": { "name": "fast" }, "heartbeat": { "timeout": "1h" } });
-    ns.create_agent("probe", probe).await;
-    let claim = json!({ "metadata": { "name": "memory" }, "spec": {
-        "accessModes": ["ReadWriteOnce"], "resources": { "requests": { "storage": "1Gi" } } } });
-    ns.create_agent("remembers", json!({ "volumeClaimTemplates": [claim] }))
-        .await;
-
-    ns.wait_running("probe-1").await;
-    ns.terminate("probe-1", 1, "Error", "boom").await;
-    ns.wait_running("probe-2").await;
-    ns.wait_event("probe", "Restarted").await;
-    let suspend = json!({ "spec": { "suspend": true } });
-    ns.api::<Agent>()
-        .patch("probe", &PatchParams::default(), &Patch::Merge(suspend))
-        .await
-        .expect("suspend the agent");
-    ns.wait_status("probe", "phase Suspended", |s| {
-        s.phase == Some(Phase::Suspended)
-    })
-    .await;
-    ns.wait_gone("probe-2").await;
-    ns.api::<Lease>()
-        .get("probe")
-        .await
-        .expect("the heartbeat Lease");
-    let claims = ns.api::<PersistentVolumeClaim>();
-    eventually(
-        Duration::from_secs(30),
-        "the claim remembers-memory",
-        || {
-            let claims = claims.clone();
-            async move { claims.get_opt("remembers-memory").await.ok()? }
-        },
-    )
-    .await;
-}
-
-/// The operator's requests as `user` that the API server refused, from its audit log; panics
-/// if the log has none of its requests at all.
-fn refused_requests(user: &str) -> BTreeSet<String> {
-    let log = support::kubeconfig()
-        .parent()
-        .expect("kubeconfig has a directory")
-        .join("logs/audit.log");
-    let text = std::fs::read_to_string(&log).unwrap_or_else(|e| {
-        panic!(
-            "this test reads the control plane's audit log {}: {e}",
-            log.display()
-        )
-    });
-    let requests: Vec<serde_json::Value> = text
-        .lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .filter(|e| {
-            e["userAgent"] == RBAC_PROBE_USER_AGENT && e["impersonatedUser"]["username"] == user
-        })
-        .collect();
-    assert!(
-        !requests.is_empty(),
-        "no requests by the operator as {user} in {}",
-        log.display()
-    );
-    requests
-        .iter()
-        .filter(|e| e["responseStatus"]["code"] == 403)
-        .map(|e| {
-            let object = &e["objectRef"];
-            let subresource = object["subresource"].as_str().map(|s| format!("/{s}"));
-            format!(
-                "{} {}{} in {}",
-                e["verb"].as_str().unwrap_or_default(),
-                object["resource"].as_str().unwrap_or_default(),
-                subresource.unwrap_or_default(),
-                object["namespace"].as_str().unwrap_or("the cluster"),
-            )
-        })
-        .collect()
 }

@@ -1,5 +1,7 @@
 //! Every file in examples/ applied as it is, doing what its comment says.
 
+mod team;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -41,6 +43,7 @@ async fn setup() -> (TestNamespace, Operator) {
 #[tokio::test]
 async fn every_example_is_covered_here() {
     let covered = [
+        "agent-team.yaml", // tested in tests/e2e/examples/team.rs
         "basic-agent.yaml",
         "crashing-agent.yaml",
         "heartbeat-agent.yaml",
@@ -58,7 +61,7 @@ async fn every_example_is_covered_here() {
     files.sort();
     assert_eq!(
         files, covered,
-        "a new example needs a test in tests/e2e/examples.rs"
+        "a new example needs a test in tests/e2e/examples.rs or a module of it in tests/e2e/examples/"
     );
 }
 
