@@ -212,14 +212,6 @@ impl<'a> Decider<'a> {
 
     /// A shutdown is set, by anyone: no pod is created or deleted, nothing is counted.
     fn respect_shutdown(&mut self) {
-        // Nothing else is decided, but a lowered historyLimit still applies.
-        let limit = match &self.input.policy {
-            PolicyResolution::Named(_, p) | PolicyResolution::NamespaceDefault(p) => {
-                p.history_limit
-            }
-            PolicyResolution::BuiltIn | PolicyResolution::Missing(_) => self.policy.history_limit,
-        };
-        self.s.restart_history.truncate(limit.clamp(1, 50) as usize);
         self.complete_own_shutdown();
         if self.s.phase != Some(Phase::Shutdown) {
             let note = shutdown_note(self.s.shutdown.as_ref().expect("checked by the caller"));
