@@ -79,6 +79,56 @@ async fn one_for_all(run: &Run) {
     }
 }
 
+pub const GROUP_REST_FOR_ONE: Scenario = Scenario {
+    name: "group-rest-for-one",
+    agents: &["planner", "tools", "worker"],
+    groups: &["crew"],
+    drive: |run| Box::pin(rest_for_one(run)),
+    expect: |end| {
+        let mut problems = restarted_once(end, "tools", Trigger::Failure);
+        problems.extend(restarted_once(end, "worker", Trigger::Group));
+        let planner = end.agent("planner");
+        expect(
+            &mut problems,
+            "agent planner: (attempt, restartCount, pods) untouched",
+            (
+                planner.attempt,
+                planner.restart_count,
+                &planner.pods_created,
+            ),
+            (1, 0, &vec!["planner-1".to_string()]),
+        );
+        problems.extend(group_restarted_once(
+            end,
+            "crew",
+            ("tools", GroupTrigger::Failure),
+            &["tools", "worker"],
+        ));
+        problems
+    },
+};
+
+/// The middle member of a RestForOne group crashes: it and the one after it restart; the one
+/// before it keeps its first pod.
+async fn rest_for_one(run: &Run) {
+    let agents = ["planner", "tools", "worker"];
+    start(
+        run,
+        &agents,
+        "crew",
+        json!({ "strategy": "RestForOne", "members": members(&agents) }),
+    )
+    .await;
+    run.focus();
+    run.on("tools")
+        .end(1, 1, "Error", "too many open files")
+        .await;
+    run.on("tools").running(2).await;
+    run.on("worker").running(2).await;
+    group_running(run, "crew", "the group restart done", 1).await;
+    run.on("worker").pod_stopped(1).await;
+}
+
 pub const GROUP_ESCALATION: Scenario = Scenario {
     name: "group-escalation",
     agents: &["scout"],
@@ -128,6 +178,75 @@ async fn escalation(run: &Run) {
     group_running(run, "root", "the child group restarted", 1).await;
     run.group_until("team", "its second incarnation running", |s| {
         s.incarnation >= 2 && s.phase == Some(GroupPhase::Running)
+    })
+    .await;
+}
+
+pub const GROUP_RESET: Scenario = Scenario {
+    name: "group-give-up-reset",
+    agents: &["first", "second"],
+    groups: &["solo"],
+    drive: |run| Box::pin(give_up_reset(run)),
+    expect: |end| {
+        let mut problems = Vec::new();
+        for agent in ["first", "second"] {
+            let a = end.agent(agent);
+            expect(
+                &mut problems,
+                &format!("agent {agent}: (phase, attempt, restartCount)"),
+                (a.phase, a.attempt, a.restart_count),
+                (Some(Phase::Running), 2, 1),
+            );
+        }
+        let solo = end.group("solo");
+        expect(
+            &mut problems,
+            "group solo: (phase, gave up, reset handled)",
+            (
+                solo.phase,
+                &solo.gave_up,
+                solo.handled_reset_request.as_deref(),
+            ),
+            (Some(GroupPhase::Running), &None, Some("after-the-incident")),
+        );
+        problems
+    },
+};
+
+/// A root group with intensity 0 gives up at its first crash, stopping both members; a person
+/// resets it, and both start again.
+async fn give_up_reset(run: &Run) {
+    let agents = ["first", "second"];
+    start(
+        run,
+        &agents,
+        "solo",
+        json!({ "strategy": "OneForAll", "maxRestarts": 0, "members": members(&agents) }),
+    )
+    .await;
+    run.focus();
+    run.end(1, 1, "Error", "boom").await;
+    run.group_until("solo", "given up", |s| {
+        s.phase == Some(GroupPhase::Escalated)
+    })
+    .await;
+    for agent in agents {
+        run.on(agent)
+            .until("stopped by its group", |s| s.phase == Some(Phase::Stopped))
+            .await;
+    }
+    run.on("second").pod_stopped(1).await;
+    run.patch_group(
+        "solo",
+        json!({ "metadata": { "annotations": {
+            "supervisor.dev/reset-requested-at": "after-the-incident" } } }),
+    )
+    .await;
+    for agent in agents {
+        run.on(agent).running(2).await;
+    }
+    run.group_until("solo", "running again", |s| {
+        s.phase == Some(GroupPhase::Running) && s.gave_up.is_none()
     })
     .await;
 }

@@ -78,8 +78,18 @@ async fn group_one_for_all() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_rest_for_one() {
+    explore(&groups::GROUP_REST_FOR_ONE).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn group_escalation() {
     explore(&groups::GROUP_ESCALATION).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_give_up_reset() {
+    explore(&groups::GROUP_RESET).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@ use agent_supervisor::api::{BreakerState, Phase};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-use crate::groups::{GROUP_ESCALATION, GROUP_ONE_FOR_ALL};
+use crate::groups::{GROUP_ESCALATION, GROUP_ONE_FOR_ALL, GROUP_RESET, GROUP_REST_FOR_ONE};
 use crate::normal::End;
 use crate::steps::Run;
 
@@ -248,7 +248,7 @@ async fn shutdown_external(run: &Run) {
 }
 
 /// Every scenario, for the runs that take them all.
-pub const ALL: [&Scenario; 10] = [
+pub const ALL: [&Scenario; 12] = [
     &CRASH_RESTART,
     &MANUAL_RESTART,
     &ROLLOUT,
@@ -258,5 +258,7 @@ pub const ALL: [&Scenario; 10] = [
     &SHUTDOWN_MESSAGE,
     &SHUTDOWN_EXTERNAL,
     &GROUP_ONE_FOR_ALL,
+    &GROUP_REST_FOR_ONE,
     &GROUP_ESCALATION,
+    &GROUP_RESET,
 ];

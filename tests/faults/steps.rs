@@ -226,4 +226,13 @@ impl Run {
         })
         .await
     }
+
+    /// A merge patch of group `group` (its reset annotation).
+    pub async fn patch_group(&self, group: &str, patch: Value) {
+        self.ns
+            .api::<AgentGroup>()
+            .patch(group, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("patch the group");
+    }
 }
