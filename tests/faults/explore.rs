@@ -12,8 +12,8 @@ use agent_supervisor::controller::WatchFaults;
 use futures::FutureExt;
 use tokio::sync::Semaphore;
 
-use crate::monitor::{Created, Monitor};
-use crate::normal::{End, GroupNormal, Normal};
+use crate::monitor::Monitor;
+use crate::normal::End;
 use crate::scenarios::Scenario;
 use crate::steps::Run;
 use crate::support::faults::{Faults, Mutation};
@@ -323,9 +323,9 @@ async fn run_once(
         ),
     };
     let created = monitor.created();
-    let end = end_state(&run, scenario, &created).await;
+    let end = End::read(&run.ns, scenario.agents, scenario.groups, &created).await;
     let mut violations = monitor.violations();
-    violations.extend(unexpected_pods(scenario, &created, &end));
+    violations.extend(end.unexpected_pods(&created));
     let mut events = BTreeMap::new();
     for &agent in scenario.agents {
         for (reason, _) in run.ns.events(agent).await {
@@ -349,50 +349,6 @@ async fn run_once(
         events,
         focus: run.focused_at(),
     }
-}
-
-/// The scenario's agents and groups as they are now; each agent with the pods created for it.
-async fn end_state(run: &Run, scenario: &Scenario, created: &[Created]) -> End {
-    let mut agents = Vec::new();
-    for &agent in scenario.agents {
-        let pods: Vec<String> = created
-            .iter()
-            .filter(|c| c.agent == agent)
-            .map(|c| c.name.clone())
-            .collect();
-        agents.push((
-            agent.to_string(),
-            Normal::of(&run.ns.status(agent).await, &pods),
-        ));
-    }
-    let mut groups = Vec::new();
-    for &group in scenario.groups {
-        let status = run.ns.group_status(group).await;
-        groups.push((group.to_string(), GroupNormal::of(&status)));
-    }
-    End { agents, groups }
-}
-
-/// Pods that should not exist: of no agent of the scenario, or of an attempt after the one its
-/// agent ended at.
-fn unexpected_pods(scenario: &Scenario, created: &[Created], end: &End) -> Vec<String> {
-    created
-        .iter()
-        .filter_map(|c| {
-            let Some((_, agent)) = end.agents.iter().find(|(name, _)| *name == c.agent) else {
-                return Some(format!(
-                    "pod {} is of agent {:?}, not one of {:?}",
-                    c.name, c.agent, scenario.agents
-                ));
-            };
-            c.attempt.filter(|&a| a > agent.attempt).map(|a| {
-                format!(
-                    "pod {} is of attempt {a}, after agent {}'s last ({})",
-                    c.name, c.agent, agent.attempt
-                )
-            })
-        })
-        .collect()
 }
 
 /// Holds the operator; when it crashes, kills it and starts a fresh one on a healthy client,

@@ -10,6 +10,9 @@ use agent_supervisor::api::{
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::monitor::Created;
+use crate::support::TestNamespace;
+
 /// The end state of a run: every Agent's and every group's, by name.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct End {
@@ -18,6 +21,57 @@ pub struct End {
 }
 
 impl End {
+    /// The `agents` and `groups` as they are now; each agent with the pods created for it.
+    pub async fn read(
+        ns: &TestNamespace,
+        agents: &[&str],
+        groups: &[&str],
+        created: &[Created],
+    ) -> End {
+        let mut end = End {
+            agents: Vec::new(),
+            groups: Vec::new(),
+        };
+        for &agent in agents {
+            let pods: Vec<String> = created
+                .iter()
+                .filter(|c| c.agent == agent)
+                .map(|c| c.name.clone())
+                .collect();
+            let normal = Normal::of(&ns.status(agent).await, &pods);
+            end.agents.push((agent.to_string(), normal));
+        }
+        for &group in groups {
+            let normal = GroupNormal::of(&ns.group_status(group).await);
+            end.groups.push((group.to_string(), normal));
+        }
+        end
+    }
+
+    /// Pods that should not exist: of none of the agents, or of an attempt after the one its
+    /// agent ended at.
+    pub fn unexpected_pods(&self, created: &[Created]) -> Vec<String> {
+        created
+            .iter()
+            .filter_map(|c| {
+                let Some((_, agent)) = self.agents.iter().find(|(name, _)| *name == c.agent) else {
+                    return Some(format!(
+                        "pod {} is of agent {:?}, not one of {:?}",
+                        c.name,
+                        c.agent,
+                        names(&self.agents)
+                    ));
+                };
+                c.attempt.filter(|&a| a > agent.attempt).map(|a| {
+                    format!(
+                        "pod {} is of attempt {a}, after agent {}'s last ({})",
+                        c.name, c.agent, agent.attempt
+                    )
+                })
+            })
+            .collect()
+    }
+
     pub fn agent(&self, name: &str) -> &Normal {
         find(&self.agents, name)
     }
