@@ -14,18 +14,20 @@ fn members(names: &[&str]) -> Value {
     names.iter().map(|n| json!({ "agent": n })).collect()
 }
 
-/// Creates the agents, each under the fast policy (1s backoff, no jitter, breaker off), then
-/// the group `name` with `spec` (after its members: it finds them all at once, however late
-/// the watches), and waits until the group runs every one of them.
+/// Starts the agents, each under the fast policy (1s backoff, no jitter, breaker off), then
+/// creates the group `name` with `spec` and waits until it runs them all. The group comes once
+/// its members run: the operator's cache has them by then, so its first decision finds them
+/// all, however its watches of different kinds interleave (an Agent seen late would be
+/// reported missing first, an Event the uninterrupted run may not have).
 async fn start(run: &Run, agents: &[&'static str], name: &str, spec: Value) {
     run.create_policy(fast_policy()).await;
     for agent in agents {
         run.on(agent).create_agent(json!({})).await;
     }
-    run.create_group(name, spec).await;
     for agent in agents {
         run.on(agent).running(1).await;
     }
+    run.create_group(name, spec).await;
     group_running(run, name, "every member running", 0).await;
 }
 
@@ -158,8 +160,9 @@ pub const GROUP_ESCALATION: Scenario = Scenario {
 async fn escalation(run: &Run) {
     run.create_policy(fast_policy()).await;
     run.create_agent(json!({})).await;
-    // Each object after those it names: every decision finds its members (nothing reported
-    // missing, however late the watches).
+    run.running(1).await;
+    // Each group once what it names is known to the operator (see `start`): the child group
+    // after the agent runs, the root after the child (the same watch, in order).
     run.create_group(
         "team",
         json!({ "maxRestarts": 0, "members": [{ "agent": "scout" }] }),
@@ -170,7 +173,6 @@ async fn escalation(run: &Run) {
         json!({ "maxRestarts": 5, "members": [{ "group": "team" }] }),
     )
     .await;
-    run.running(1).await;
     group_running(run, "root", "the child group running", 0).await;
     run.focus();
     run.end(1, 1, "Error", "lost the plot").await;
