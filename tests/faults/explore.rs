@@ -12,8 +12,8 @@ use agent_supervisor::controller::WatchFaults;
 use futures::FutureExt;
 use tokio::sync::Semaphore;
 
-use crate::monitor::PodMonitor;
-use crate::normal::Normal;
+use crate::monitor::Monitor;
+use crate::normal::End;
 use crate::scenarios::Scenario;
 use crate::steps::Run;
 use crate::support::faults::{Faults, Mutation};
@@ -38,7 +38,7 @@ static SLOTS: LazyLock<Semaphore> = LazyLock::new(|| {
 /// What one run ended with.
 struct Outcome {
     /// The end state (or the state it was stuck in).
-    end: Normal,
+    end: End,
     /// Why the scenario never reached its end.
     stuck: Option<String>,
     /// The first operator's mutating requests (all of them, for an uninterrupted run).
@@ -48,15 +48,17 @@ struct Outcome {
     /// The mutating requests of the operator started after the crash.
     after_crash: Vec<Mutation>,
     violations: Vec<String>,
-    /// The reasons of the Events recorded about the agent, with how many of each.
+    /// The Events recorded about the agents and groups, as `name/Reason`, with how many of each.
     events: BTreeMap<String, usize>,
+    /// How many requests the first operator had made when the story reached its focus.
+    focus: Option<usize>,
 }
 
 /// The crash points to explore, given the uninterrupted run's requests: `FAULTS_K=3,7` picks
 /// them; `FAULTS=thorough` takes every one; else (quick) the requests that act or record —
 /// everything but Events, whose loss only loses that Event — at most `QUICK_POINTS` of them,
-/// spread evenly from the first to the last.
-fn crash_points(baseline: &[Mutation]) -> Vec<usize> {
+/// spread evenly from the first to the last (or from the first after the story's focus).
+fn crash_points(baseline: &[Mutation], focus: Option<usize>) -> Vec<usize> {
     if let Ok(list) = std::env::var("FAULTS_K") {
         return list
             .split(',')
@@ -68,7 +70,7 @@ fn crash_points(baseline: &[Mutation]) -> Vec<usize> {
     }
     let acts: Vec<usize> = baseline
         .iter()
-        .filter(|m| !m.path.ends_with("/events"))
+        .filter(|m| !m.path.ends_with("/events") && m.index > focus.unwrap_or(0))
         .map(|m| m.index)
         .collect();
     if acts.len() <= QUICK_POINTS {
@@ -107,6 +109,13 @@ pub async fn explore(scenario: &'static Scenario) {
         scenario.name,
         baseline.violations
     );
+    let unexpected = (scenario.expect)(&want);
+    assert!(
+        unexpected.is_empty(),
+        "{}: the uninterrupted run did not end as the story says:\n    - {}\nend state: {want:#?}",
+        scenario.name,
+        unexpected.join("\n    - ")
+    );
     let m = baseline.mutations.len();
     eprintln!(
         "faults: {}: uninterrupted run: {m} mutating requests:\n  {}",
@@ -114,7 +123,7 @@ pub async fn explore(scenario: &'static Scenario) {
         lines(&baseline.mutations)
     );
 
-    let points = crash_points(&baseline.mutations);
+    let points = crash_points(&baseline.mutations, baseline.focus);
     let runs: Vec<_> = points
         .iter()
         .flat_map(|&k| std::iter::repeat_n(k, repeat()))
@@ -213,8 +222,6 @@ fn event_diff(want: &BTreeMap<String, usize>, got: &BTreeMap<String, usize>) -> 
     words.join(" ")
 }
 
-/// One run of `scenario` in a fresh namespace; with `crash_at`, the operator crashes right
-/// after its k-th mutating request and a fresh one takes over.
 /// Runs `scenario` uninterrupted, then with the operator's watches late by `lag` and coalesced
 /// (Sieve's stale and unobserved states: the operator decides on caches behind the server, and
 /// never sees the states in between); both must end alike, nothing done twice.
@@ -262,6 +269,8 @@ pub async fn explore_late_watches(scenario: &'static Scenario, lag: Duration) {
     );
 }
 
+/// One run of `scenario` in a fresh namespace; with `crash_at`, the operator crashes right
+/// after its k-th mutating request and a fresh one takes over.
 async fn run_once(
     scenario: &'static Scenario,
     crash_at: Option<usize>,
@@ -275,7 +284,7 @@ async fn run_once(
     static CRDS: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
     CRDS.get_or_init(|| crate::support::install_crds(&ns.client))
         .await;
-    let monitor = PodMonitor::start(&ns).await;
+    let monitor = Monitor::start(&ns).await;
     let faults = crash_at.map_or_else(Faults::counting, Faults::crash_after);
     let fresh = Faults::counting();
     let config = agent_supervisor::controller::Config {
@@ -290,7 +299,7 @@ async fn run_once(
         fresh.clone(),
         config,
     ));
-    let run = Run::new(ns, scenario.agent);
+    let run = Run::new(ns, scenario.agents[0], faults.clone());
     let driven = AssertUnwindSafe((scenario.drive)(&run))
         .catch_unwind()
         .await;
@@ -313,14 +322,21 @@ async fn run_once(
                 .unwrap_or_else(|| "the scenario panicked".into()),
         ),
     };
-    let end = Normal::of(&run.status().await, &monitor.created());
-    let events = run.ns.events(run.agent).await.into_iter().fold(
-        BTreeMap::new(),
-        |mut counts, (reason, _)| {
-            *counts.entry(reason).or_insert(0) += 1;
-            counts
-        },
-    );
+    let created = monitor.created();
+    let end = End::read(&run.ns, scenario.agents, scenario.groups, &created).await;
+    let mut violations = monitor.violations();
+    violations.extend(end.unexpected_pods(&created));
+    let mut events = BTreeMap::new();
+    for &agent in scenario.agents {
+        for (reason, _) in run.ns.events(agent).await {
+            *events.entry(format!("{agent}/{reason}")).or_insert(0) += 1;
+        }
+    }
+    for &group in scenario.groups {
+        for (reason, _) in run.ns.group_events(group).await {
+            *events.entry(format!("{group}/{reason}")).or_insert(0) += 1;
+        }
+    }
     supervisor.abort();
     let _ = supervisor.await;
     Outcome {
@@ -329,8 +345,9 @@ async fn run_once(
         mutations: faults.mutations(),
         crashed: faults.has_crashed(),
         after_crash: fresh.mutations(),
-        violations: monitor.violations(),
+        violations,
         events,
+        focus: run.focused_at(),
     }
 }
 

@@ -2,14 +2,20 @@
 //! is run once uninterrupted, then once per crash point k, with the operator crashing right
 //! after its k-th mutating request and a fresh operator taking over. Each crashed run must end
 //! in the uninterrupted run's state, with at most one live pod per Agent and no pod created
-//! twice at every moment.
+//! twice at every moment, and no Agent's or group's counters ever going back.
+//!
+//! Scenarios have one agent, or several agents and their groups (`groups.rs`): there, a crash
+//! can fall between any two writes of a group restart (the crashed member's status, the
+//! group's orders, each sibling's status and pod), and the restart must still happen exactly
+//! once for every member.
 //!
 //! Then, Sieve's "stale" and "unobserved" states: every scenario also runs with the operator's
 //! watches two seconds late and coalesced (it decides on caches behind the server and never sees
 //! the states in between), and must end as the uninterrupted run does.
 //!
 //! By default (quick) each scenario explores at most 8 crash points, spread over its requests
-//! that act or record (not Events); `FAULTS=thorough` explores every crash point; `FAULTS_K=3,7`
+//! that act or record (not Events) — for a story with a focus (the group scenarios' crash),
+//! those after it; `FAULTS=thorough` explores every crash point; `FAULTS_K=3,7`
 //! only those; `FAULTS_REPEAT=n` runs each n times (some bugs depend on how requests
 //! interleave); `FAULTS_CONCURRENCY` runs at once across the binary [4].
 
@@ -17,6 +23,7 @@
 mod support;
 
 mod explore;
+mod groups;
 mod layer;
 mod monitor;
 mod normal;
@@ -63,6 +70,26 @@ async fn shutdown_termination_message() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_by_status_patch() {
     explore(&scenarios::SHUTDOWN_EXTERNAL).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_one_for_all() {
+    explore(&groups::GROUP_ONE_FOR_ALL).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_rest_for_one() {
+    explore(&groups::GROUP_REST_FOR_ONE).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_escalation() {
+    explore(&groups::GROUP_ESCALATION).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_give_up_reset() {
+    explore(&groups::GROUP_RESET).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

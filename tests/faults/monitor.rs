@@ -1,32 +1,45 @@
-//! A pod watch kept for a whole run, checking after every event what must hold at every moment:
-//! at most one live pod per Agent, and no pod name created twice.
+//! Watches kept for a whole run, checking after every event what must hold at every moment:
+//! at most one live pod per Agent and no pod name created twice (the pod watch), and no Agent's
+//! or group's counters going back (the Agent and AgentGroup watches: a status written over from
+//! a stale view loses a restart, even if a later write puts the count right again).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
+use agent_supervisor::api::{AGENT_LABEL, ATTEMPT_LABEL, Agent, AgentGroup};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt;
 use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, ResourceExt};
 
 use crate::support::TestNamespace;
 
-/// What the watch saw: the pods created, in order, and every broken invariant.
+/// A pod the operator created: its agent, its attempt and its name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Created {
+    pub agent: String,
+    pub attempt: Option<u32>,
+    pub name: String,
+}
+
+/// What the watches saw: the pods created, in order, the counters, and every broken invariant.
 #[derive(Default)]
 struct Seen {
     /// The pods as they are now, by name.
     pods: BTreeMap<String, Pod>,
     /// Every uid each name ever had.
     uids: BTreeMap<String, Vec<String>>,
-    /// Pod names in the order they were first seen.
-    created: Vec<String>,
+    /// Pods in the order they were first seen.
+    created: Vec<Created>,
+    /// The highest value seen of each counter, by object and counter (`Agent a`, `restartCount`).
+    counters: BTreeMap<(String, &'static str), u32>,
     violations: Vec<String>,
 }
 
-/// The watch, running in the background until dropped.
-pub struct PodMonitor {
+/// The watches, running in the background until dropped.
+pub struct Monitor {
     seen: Arc<Mutex<Seen>>,
-    task: tokio::task::JoinHandle<()>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 /// Live: neither finished nor being deleted.
@@ -41,7 +54,12 @@ impl Seen {
         let uid = pod.uid().unwrap_or_default();
         let uids = self.uids.entry(name.clone()).or_default();
         if uids.is_empty() {
-            self.created.push(name.clone());
+            let label = |key: &str| pod.labels().get(key).cloned();
+            self.created.push(Created {
+                agent: label(AGENT_LABEL).unwrap_or_default(),
+                attempt: label(ATTEMPT_LABEL).and_then(|a| a.parse().ok()),
+                name: name.clone(),
+            });
         }
         if !uids.contains(&uid) {
             uids.push(uid);
@@ -59,11 +77,7 @@ impl Seen {
     fn check_live(&mut self) {
         let mut live: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for pod in self.pods.values().filter(|p| is_live(p)) {
-            let agent = pod
-                .labels()
-                .get(agent_supervisor::api::AGENT_LABEL)
-                .cloned()
-                .unwrap_or_default();
+            let agent = pod.labels().get(AGENT_LABEL).cloned().unwrap_or_default();
             live.entry(agent).or_default().push(pod.name_any());
         }
         for (agent, pods) in live {
@@ -72,60 +86,58 @@ impl Seen {
                     "agent {agent} had {} live pods at once: {pods:?}",
                     pods.len()
                 );
-                if !self.violations.contains(&violation) {
-                    self.violations.push(violation);
-                }
+                self.violate(violation);
             }
+        }
+    }
+
+    /// `object`'s `counter` is now `value`: it never goes back.
+    fn count(&mut self, object: String, counter: &'static str, value: u32) {
+        let highest = self.counters.entry((object.clone(), counter)).or_insert(0);
+        if value < *highest {
+            let violation = format!("{object}: {counter} went back from {highest} to {value}");
+            self.violate(violation);
+        } else {
+            *highest = value;
+        }
+    }
+
+    fn agent(&mut self, agent: Agent) {
+        let object = format!("Agent {}", agent.name_any());
+        let status = agent.status.unwrap_or_default();
+        self.count(object.clone(), "attempt", status.attempt);
+        self.count(object, "restartCount", status.restart_count);
+    }
+
+    fn group(&mut self, group: AgentGroup) {
+        let object = format!("AgentGroup {}", group.name_any());
+        let status = group.status.unwrap_or_default();
+        self.count(object.clone(), "incarnation", status.incarnation);
+        self.count(object, "restartCount", status.restart_count);
+    }
+
+    fn violate(&mut self, violation: String) {
+        if !self.violations.contains(&violation) {
+            self.violations.push(violation);
         }
     }
 }
 
-impl PodMonitor {
-    /// Starts watching the namespace's pods and returns once the first list is in.
-    pub async fn start(ns: &TestNamespace) -> PodMonitor {
+impl Monitor {
+    /// Starts watching the namespace's pods, Agents and AgentGroups, and returns once each watch
+    /// has listed.
+    pub async fn start(ns: &TestNamespace) -> Monitor {
         let seen = Arc::new(Mutex::new(Seen::default()));
-        let (ready, listed) = tokio::sync::oneshot::channel();
-        let mut ready = Some(ready);
-        let mut stream = watcher(ns.api::<Pod>(), watcher::Config::default())
-            .default_backoff()
-            .boxed();
-        let task = tokio::spawn({
-            let seen = seen.clone();
-            async move {
-                let mut relisted = BTreeSet::new();
-                while let Some(event) = stream.next().await {
-                    let mut seen = seen.lock().unwrap();
-                    match event {
-                        Ok(watcher::Event::Init) => relisted.clear(),
-                        Ok(watcher::Event::InitApply(pod)) => {
-                            relisted.insert(pod.name_any());
-                            seen.apply(pod);
-                        }
-                        Ok(watcher::Event::InitDone) => {
-                            seen.pods.retain(|name, _| relisted.contains(name));
-                            if let Some(ready) = ready.take() {
-                                let _ = ready.send(());
-                            }
-                        }
-                        Ok(watcher::Event::Apply(pod)) => seen.apply(pod),
-                        Ok(watcher::Event::Delete(pod)) => {
-                            seen.pods.remove(&pod.name_any());
-                        }
-                        // The watcher retries by itself; a relist repairs what was missed.
-                        Err(_) => {}
-                    }
-                }
-            }
-        });
-        tokio::time::timeout(std::time::Duration::from_secs(60), listed)
-            .await
-            .expect("the pod watch lists within a minute")
-            .expect("the pod watch runs");
-        PodMonitor { seen, task }
+        let tasks = vec![
+            watch(ns.api::<Pod>(), seen.clone(), Seen::apply, true).await,
+            watch(ns.api::<Agent>(), seen.clone(), Seen::agent, false).await,
+            watch(ns.api::<AgentGroup>(), seen.clone(), Seen::group, false).await,
+        ];
+        Monitor { seen, tasks }
     }
 
     /// The pods created so far, in order.
-    pub fn created(&self) -> Vec<String> {
+    pub fn created(&self) -> Vec<Created> {
         self.seen.lock().unwrap().created.clone()
     }
 
@@ -135,10 +147,64 @@ impl PodMonitor {
     }
 }
 
-impl Drop for PodMonitor {
+impl Drop for Monitor {
     fn drop(&mut self) {
-        self.task.abort();
+        for task in &self.tasks {
+            task.abort();
+        }
     }
+}
+
+/// Watches `api`, handing every version seen to `apply`; with `forget`, objects deleted (or
+/// gone at a relist) are forgotten from `Seen::pods`. Returns once the first list is in.
+async fn watch<K>(
+    api: Api<K>,
+    seen: Arc<Mutex<Seen>>,
+    apply: fn(&mut Seen, K),
+    forget: bool,
+) -> tokio::task::JoinHandle<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let (ready, listed) = tokio::sync::oneshot::channel();
+    let mut ready = Some(ready);
+    let mut stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let task = tokio::spawn(async move {
+        let mut relisted = BTreeSet::new();
+        while let Some(event) = stream.next().await {
+            let mut seen = seen.lock().unwrap();
+            match event {
+                Ok(watcher::Event::Init) => relisted.clear(),
+                Ok(watcher::Event::InitApply(object)) => {
+                    relisted.insert(object.name_any());
+                    apply(&mut seen, object);
+                }
+                Ok(watcher::Event::InitDone) => {
+                    if forget {
+                        seen.pods.retain(|name, _| relisted.contains(name));
+                    }
+                    if let Some(ready) = ready.take() {
+                        let _ = ready.send(());
+                    }
+                }
+                Ok(watcher::Event::Apply(object)) => apply(&mut seen, object),
+                Ok(watcher::Event::Delete(object)) => {
+                    if forget {
+                        seen.pods.remove(&object.name_any());
+                    }
+                }
+                // The watcher retries by itself; a relist repairs what was missed.
+                Err(_) => {}
+            }
+        }
+    });
+    tokio::time::timeout(std::time::Duration::from_secs(60), listed)
+        .await
+        .expect("the watch lists within a minute")
+        .expect("the watch runs");
+    task
 }
 
 #[cfg(test)]
@@ -172,7 +238,8 @@ mod tests {
         assert!(seen.violations.is_empty(), "{:?}", seen.violations);
         seen.apply(pod("a-4", "u4", "Pending", false));
         assert_eq!(seen.violations.len(), 1, "{:?}", seen.violations);
-        assert_eq!(seen.created, ["a-1", "a-2", "a-3", "a-4"]);
+        let names: Vec<_> = seen.created.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["a-1", "a-2", "a-3", "a-4"]);
     }
 
     #[test]
@@ -182,5 +249,44 @@ mod tests {
         seen.pods.clear();
         seen.apply(pod("a-1", "u2", "Pending", false));
         assert_eq!(seen.violations.len(), 1, "{:?}", seen.violations);
+    }
+
+    #[test]
+    fn pods_of_two_agents_are_counted_apart() {
+        let mut seen = Seen::default();
+        let mut other = pod("b-1", "u2", "Running", false);
+        other
+            .labels_mut()
+            .insert(AGENT_LABEL.to_string(), "b".to_string());
+        seen.apply(pod("a-1", "u1", "Running", false));
+        seen.apply(other);
+        assert!(seen.violations.is_empty(), "{:?}", seen.violations);
+    }
+
+    #[test]
+    fn a_counter_going_back_is_caught_once() {
+        let agent = |restarts: u32| -> Agent {
+            serde_json::from_value(json!({
+                "apiVersion": "supervisor.dev/v1alpha1", "kind": "Agent",
+                "metadata": { "name": "a" },
+                "spec": { "template": { "spec": { "containers": [] } } },
+                "status": { "attempt": restarts + 1, "restartCount": restarts },
+            }))
+            .unwrap()
+        };
+        let mut seen = Seen::default();
+        seen.agent(agent(0));
+        seen.agent(agent(2));
+        seen.agent(agent(2));
+        assert!(seen.violations.is_empty(), "{:?}", seen.violations);
+        seen.agent(agent(1));
+        seen.agent(agent(1));
+        assert_eq!(
+            seen.violations,
+            [
+                "Agent a: attempt went back from 3 to 2",
+                "Agent a: restartCount went back from 2 to 1"
+            ]
+        );
     }
 }

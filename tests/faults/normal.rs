@@ -1,16 +1,162 @@
 //! The normalized end state of a run: what must come out the same whether or not the operator
-//! crashed on the way. Times and durations measured off the clock are left out; whatever a
-//! decision produced (counters, history, breaker, shutdown, handled requests) is kept.
+//! crashed on the way, for each of the scenario's Agents and groups. Times and durations
+//! measured off the clock are left out; whatever a decision produced (counters, history,
+//! breaker, shutdown, handled requests, a group's orders) is kept.
 
 use agent_supervisor::api::{
-    AgentStatus, BreakerState, FailureClass, FailureReason, Phase, ShutdownType, Trigger,
+    AgentGroupStatus, AgentStatus, BreakerState, FailureClass, FailureReason, GroupMembership,
+    GroupPhase, GroupTrigger, MemberKind, Phase, ShutdownType, StopReason, Trigger,
 };
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::monitor::Created;
+use crate::support::TestNamespace;
+
+/// The end state of a run: every Agent's and every group's, by name.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct End {
+    pub agents: Vec<(String, Normal)>,
+    pub groups: Vec<(String, GroupNormal)>,
+}
+
+impl End {
+    /// The `agents` and `groups` as they are now; each agent with the pods created for it.
+    pub async fn read(
+        ns: &TestNamespace,
+        agents: &[&str],
+        groups: &[&str],
+        created: &[Created],
+    ) -> End {
+        let mut end = End {
+            agents: Vec::new(),
+            groups: Vec::new(),
+        };
+        for &agent in agents {
+            let pods: Vec<String> = created
+                .iter()
+                .filter(|c| c.agent == agent)
+                .map(|c| c.name.clone())
+                .collect();
+            let normal = Normal::of(&ns.status(agent).await, &pods);
+            end.agents.push((agent.to_string(), normal));
+        }
+        for &group in groups {
+            let normal = GroupNormal::of(&ns.group_status(group).await);
+            end.groups.push((group.to_string(), normal));
+        }
+        end
+    }
+
+    /// Pods that should not exist: of none of the agents, or of an attempt after the one its
+    /// agent ended at.
+    pub fn unexpected_pods(&self, created: &[Created]) -> Vec<String> {
+        created
+            .iter()
+            .filter_map(|c| {
+                let Some((_, agent)) = self.agents.iter().find(|(name, _)| *name == c.agent) else {
+                    return Some(format!(
+                        "pod {} is of agent {:?}, not one of {:?}",
+                        c.name,
+                        c.agent,
+                        names(&self.agents)
+                    ));
+                };
+                c.attempt.filter(|&a| a > agent.attempt).map(|a| {
+                    format!(
+                        "pod {} is of attempt {a}, after agent {}'s last ({})",
+                        c.name, c.agent, agent.attempt
+                    )
+                })
+            })
+            .collect()
+    }
+
+    pub fn agent(&self, name: &str) -> &Normal {
+        find(&self.agents, name)
+    }
+
+    pub fn group(&self, name: &str) -> &GroupNormal {
+        find(&self.groups, name)
+    }
+
+    /// The fields that differ, as `agent NAME: field: want … got …`.
+    pub fn diff(&self, got: &End) -> Vec<String> {
+        let mut out = Vec::new();
+        for (kind, want, got) in [
+            ("agent", names(&self.agents), names(&got.agents)),
+            ("group", names(&self.groups), names(&got.groups)),
+        ] {
+            if want != got {
+                out.push(format!("{kind}s: want {want:?}, got {got:?}"));
+            }
+        }
+        for ((name, want), (_, got)) in self.agents.iter().zip(&got.agents) {
+            out.extend(
+                fields(want, got)
+                    .into_iter()
+                    .map(|d| format!("agent {name}: {d}")),
+            );
+        }
+        for ((name, want), (_, got)) in self.groups.iter().zip(&got.groups) {
+            out.extend(
+                fields(want, got)
+                    .into_iter()
+                    .map(|d| format!("group {name}: {d}")),
+            );
+        }
+        out
+    }
+}
+
+fn find<'a, T>(list: &'a [(String, T)], name: &str) -> &'a T {
+    list.iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, t)| t)
+        .unwrap_or_else(|| panic!("{name} is not one of the scenario's"))
+}
+
+fn names<T>(list: &[(String, T)]) -> Vec<&str> {
+    list.iter().map(|(name, _)| name.as_str()).collect()
+}
+
+/// The top-level fields of `want` and `got` that differ, as `field: want … got …`.
+fn fields(want: &impl Serialize, got: &impl Serialize) -> Vec<String> {
+    let want = serde_json::to_value(want).expect("serializes");
+    let got = serde_json::to_value(got).expect("serializes");
+    let (Value::Object(want), Value::Object(got)) = (want, got) else {
+        unreachable!("a struct serializes to an object")
+    };
+    want.iter()
+        .filter(|(key, value)| got.get(*key) != Some(value))
+        .map(|(key, value)| {
+            let other = got.get(key).cloned().unwrap_or(Value::Null);
+            format!("{key}: want {value}, got {other}")
+        })
+        .collect()
+}
+
+/// A reset key as a group writes it (`<group uid>/<value>`) without the uid, which differs from
+/// run to run.
+fn reset_key(key: &str) -> String {
+    key.split_once('/')
+        .map_or(key, |(_, value)| value)
+        .to_string()
+}
+
+/// The group an Agent or group belongs to, and the last reset it ordered that was handled.
+fn membership(group: &Option<GroupMembership>) -> Option<(String, Option<String>)> {
+    group.as_ref().map(|g| {
+        let handled = g.handled_reset.as_deref().map(reset_key);
+        (g.name.clone(), handled)
+    })
+}
+
 /// One restart history entry without its timestamps and run time. The chosen backoff stays:
-/// the scenarios' policies have no jitter, so it is exact. `restartedAt` is kept as a flag —
-/// whether the restart was carried out.
+/// the scenarios' policies have no jitter, so it is exact — except a group restart's, which is
+/// the time left, when the member stopped, until the crashed member's restart is due: measured
+/// off the clock, and left out. `restartedAt` is kept as a flag — whether the restart was
+/// carried out.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Record {
     pub attempt: u32,
@@ -58,7 +204,9 @@ pub struct Normal {
     pub recent_restarts: usize,
     pub handled_restart_request: Option<String>,
     pub handled_reset_request: Option<String>,
-    /// Every pod ever created for the run, sorted: an extra attempt is an action done twice.
+    /// Its group, and the last reset its group ordered that it carried out.
+    pub group: Option<(String, Option<String>)>,
+    /// Every pod ever created for the Agent, sorted: an extra attempt is an action done twice.
     pub pods_created: Vec<String>,
 }
 
@@ -96,7 +244,10 @@ impl Normal {
                     class: r.class,
                     exit_code: r.exit_code,
                     signal: r.signal,
-                    backoff: r.backoff.map(|b| b.to_string()),
+                    backoff: r
+                        .backoff
+                        .filter(|_| r.trigger != Trigger::Group)
+                        .map(|b| b.to_string()),
                     restarted: r.restarted_at.is_some(),
                 })
                 .collect(),
@@ -116,23 +267,107 @@ impl Normal {
             recent_restarts: status.recent_restarts.len(),
             handled_restart_request: status.handled_restart_request.clone(),
             handled_reset_request: status.handled_reset_request.clone(),
+            group: membership(&status.group),
             pods_created,
         }
     }
+}
 
-    /// The fields that differ, as `field: want … got …`.
-    pub fn diff(&self, got: &Normal) -> Vec<String> {
-        let want = serde_json::to_value(self).expect("serializes");
-        let got = serde_json::to_value(got).expect("serializes");
-        let (Value::Object(want), Value::Object(got)) = (want, got) else {
-            unreachable!("a struct serializes to an object")
-        };
-        want.iter()
-            .filter(|(key, value)| got.get(*key) != Some(value))
-            .map(|(key, value)| {
-                let other = got.get(key).cloned().unwrap_or(Value::Null);
-                format!("{key}: want {value}, got {other}")
-            })
-            .collect()
+/// One restart under a group, without its time.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GroupRecord {
+    pub member: Option<String>,
+    pub reason: Option<String>,
+    pub restarted: Vec<String>,
+    pub trigger: GroupTrigger,
+}
+
+/// A group's entry for one member: what the member was, and the group's orders to it (a
+/// restart order by the attempt it ends; its due time depends on when the crash was seen).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MemberEntry {
+    pub name: String,
+    pub kind: MemberKind,
+    pub phase: Option<String>,
+    pub restart_count: u32,
+    pub restart: Option<u32>,
+    pub waiting_for: Option<String>,
+    pub stop: Option<StopReason>,
+    pub reset: Option<String>,
+}
+
+/// The deterministic part of a group's status.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GroupNormal {
+    pub phase: Option<GroupPhase>,
+    pub ready: Option<String>,
+    pub incarnation: u32,
+    pub restart_count: u32,
+    pub history: Vec<GroupRecord>,
+    /// How many restarts count toward the group's intensity.
+    pub recent_restarts: usize,
+    /// The incarnation that gave up, and the member whose crash made it.
+    pub gave_up: Option<(u32, Option<String>)>,
+    pub shutdown: Option<(ShutdownType, Option<String>, Option<String>)>,
+    /// Conditions as (type, status, reason), sorted by type.
+    pub conditions: Vec<(String, String, String)>,
+    pub members: Vec<MemberEntry>,
+    /// Its parent group, and the last reset the parent ordered that it carried out.
+    pub group: Option<(String, Option<String>)>,
+    pub handled_reset_request: Option<String>,
+    pub observed_generation: Option<i64>,
+}
+
+impl GroupNormal {
+    pub fn of(status: &AgentGroupStatus) -> GroupNormal {
+        let mut conditions: Vec<_> = status
+            .conditions
+            .iter()
+            .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
+            .collect();
+        conditions.sort();
+        GroupNormal {
+            phase: status.phase,
+            ready: status.ready.clone(),
+            incarnation: status.incarnation,
+            restart_count: status.restart_count,
+            history: status
+                .restart_history
+                .iter()
+                .map(|r| GroupRecord {
+                    member: r.member.clone(),
+                    reason: r.reason.clone(),
+                    restarted: r.restarted.clone(),
+                    trigger: r.trigger,
+                })
+                .collect(),
+            recent_restarts: status.recent_restarts.len(),
+            gave_up: status
+                .gave_up
+                .as_ref()
+                .map(|g| (g.incarnation, g.member.clone())),
+            shutdown: status
+                .shutdown
+                .as_ref()
+                .map(|s| (s.kind, s.reason.clone(), s.source.clone())),
+            conditions,
+            members: status
+                .members
+                .iter()
+                .map(|m| MemberEntry {
+                    name: m.name.clone(),
+                    kind: m.kind,
+                    phase: m.phase.clone(),
+                    restart_count: m.restart_count,
+                    restart: m.restart.as_ref().map(|r| r.attempt),
+                    waiting_for: m.waiting_for.clone(),
+                    stop: m.stop.as_ref().map(|s| s.reason),
+                    reset: m.reset.as_deref().map(reset_key),
+                })
+                .collect(),
+            group: membership(&status.group),
+            handled_reset_request: status.handled_reset_request.clone(),
+            observed_generation: status.observed_generation,
+        }
     }
 }

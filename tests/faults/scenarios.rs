@@ -1,22 +1,35 @@
-//! The scenarios, each a short story with one agent that ends in a steady state: the
-//! uninterrupted run's end state is what every crashed run must reach too.
+//! The scenarios, each a short story that ends in a steady state: the uninterrupted run's end
+//! state is what every crashed run must reach too. These have one agent; those with groups are
+//! in `groups.rs`.
 
 use agent_supervisor::api::{BreakerState, Phase};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
+use crate::groups::{GROUP_ESCALATION, GROUP_ONE_FOR_ALL, GROUP_RESET, GROUP_REST_FOR_ONE};
+use crate::normal::End;
 use crate::steps::Run;
 
-/// A scenario: its name, its agent, and the story (policy, agent, what the user and the
-/// kubelet do, and the end state waited for).
+/// A scenario: its name, its agents and groups (whose end states are compared), and the story
+/// (policy, agents, groups, what the user and the kubelet do, and the end state waited for).
 pub struct Scenario {
     pub name: &'static str,
-    pub agent: &'static str,
+    /// The agents, by name; the story's steps act on the first unless it picks another.
+    pub agents: &'static [&'static str],
+    pub groups: &'static [&'static str],
     pub drive: for<'a> fn(&'a Run) -> BoxFuture<'a, ()>,
+    /// What the uninterrupted run's end state must be, beyond what the story waited for: the
+    /// ways it is not. Every crashed run must then end as the uninterrupted one did.
+    pub expect: fn(&End) -> Vec<String>,
+}
+
+/// Nothing beyond what the story waits for.
+fn as_waited(_: &End) -> Vec<String> {
+    Vec::new()
 }
 
 /// Exponential from 1s, no jitter, no breaker, nothing reset during a run.
-fn fast_policy() -> Value {
+pub fn fast_policy() -> Value {
     json!({
         "backoff": { "type": "Exponential", "initialDelay": "1s", "maxDelay": "1m", "jitter": 0.0 },
         "circuitBreaker": { "failureThreshold": 0 },
@@ -26,8 +39,10 @@ fn fast_policy() -> Value {
 
 pub const CRASH_RESTART: Scenario = Scenario {
     name: "crash-backoff-restart",
-    agent: "crasher",
+    agents: &["crasher"],
+    groups: &[],
     drive: |run| Box::pin(crash_restart(run)),
+    expect: as_waited,
 };
 
 /// Two crashes, each restarted after its backoff (1s, then 2s).
@@ -42,8 +57,10 @@ async fn crash_restart(run: &Run) {
 
 pub const MANUAL_RESTART: Scenario = Scenario {
     name: "manual-restart",
-    agent: "worker",
+    agents: &["worker"],
+    groups: &[],
     drive: |run| Box::pin(manual_restart(run)),
+    expect: as_waited,
 };
 
 /// A restart requested with the annotation, carried out once.
@@ -64,8 +81,10 @@ async fn manual_restart(run: &Run) {
 
 pub const ROLLOUT: Scenario = Scenario {
     name: "rollout",
-    agent: "roller",
+    agents: &["roller"],
+    groups: &[],
     drive: |run| Box::pin(rollout(run)),
+    expect: as_waited,
 };
 
 /// A template change replaces the pod, counting toward nothing.
@@ -86,8 +105,10 @@ async fn rollout(run: &Run) {
 
 pub const HEARTBEAT: Scenario = Scenario {
     name: "heartbeat-kill",
-    agent: "beater",
+    agents: &["beater"],
+    groups: &[],
     drive: |run| Box::pin(heartbeat(run)),
+    expect: as_waited,
 };
 
 /// The Lease is renewed only by attempt 2's holder: attempt 1 is hung once its grace period is
@@ -111,8 +132,10 @@ async fn heartbeat(run: &Run) {
 
 pub const BREAKER: Scenario = Scenario {
     name: "breaker-open-probe-reopen",
-    agent: "flaky",
+    agents: &["flaky"],
+    groups: &[],
     drive: |run| Box::pin(breaker(run)),
+    expect: as_waited,
 };
 
 /// Two crashes open the breaker (2s); the probe crashes too and opens it again, for a minute.
@@ -149,8 +172,10 @@ async fn breaker(run: &Run) {
 
 pub const SUSPEND: Scenario = Scenario {
     name: "suspend-resume",
-    agent: "sleeper",
+    agents: &["sleeper"],
+    groups: &[],
     drive: |run| Box::pin(suspend(run)),
+    expect: as_waited,
 };
 
 /// Suspend stops the pod; resume starts the next attempt.
@@ -168,8 +193,10 @@ async fn suspend(run: &Run) {
 
 pub const SHUTDOWN_MESSAGE: Scenario = Scenario {
     name: "shutdown-termination-message",
-    agent: "spender",
+    agents: &["spender"],
+    groups: &[],
     drive: |run| Box::pin(shutdown_message(run)),
+    expect: as_waited,
 };
 
 /// The agent says it is out of budget: left alone; cleared by a person: resumed.
@@ -194,8 +221,10 @@ async fn shutdown_message(run: &Run) {
 
 pub const SHUTDOWN_EXTERNAL: Scenario = Scenario {
     name: "shutdown-by-status-patch",
-    agent: "managed",
+    agents: &["managed"],
+    groups: &[],
     drive: |run| Box::pin(shutdown_external(run)),
+    expect: as_waited,
 };
 
 /// An economy service shuts the agent down; its pod then crashes (not the operator's business
@@ -219,7 +248,7 @@ async fn shutdown_external(run: &Run) {
 }
 
 /// Every scenario, for the runs that take them all.
-pub const ALL: [&Scenario; 8] = [
+pub const ALL: [&Scenario; 12] = [
     &CRASH_RESTART,
     &MANUAL_RESTART,
     &ROLLOUT,
@@ -228,4 +257,8 @@ pub const ALL: [&Scenario; 8] = [
     &SUSPEND,
     &SHUTDOWN_MESSAGE,
     &SHUTDOWN_EXTERNAL,
+    &GROUP_ONE_FOR_ALL,
+    &GROUP_REST_FOR_ONE,
+    &GROUP_ESCALATION,
+    &GROUP_RESET,
 ];

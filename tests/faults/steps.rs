@@ -1,30 +1,41 @@
 //! The steps scenarios are made of, as the user and the kubelet take them. Every wait waits for
-//! a state (of the Agent's status or of a pod), never for time, and holds however often the
-//! operator is restarted meanwhile.
+//! a state (of an Agent's or a group's status, or of a pod), never for time, and holds however
+//! often the operator is restarted meanwhile.
 
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_supervisor::api::{Agent, AgentStatus, Phase};
+use agent_supervisor::api::{Agent, AgentGroup, AgentGroupStatus, AgentStatus, Phase};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
+use crate::support::faults::Faults;
 use crate::support::{TestNamespace, eventually};
 
 /// How long one step may wait: long, since runs share two loaded cores.
 pub const STEP: Duration = Duration::from_secs(90);
 
-/// One run of a scenario: its namespace, its agent, and what runs beside it (a heartbeat).
+/// One run of a scenario, as seen from one of its agents: the steps act on `agent` (the
+/// scenario's first, or the one [`Run::on`] chose); the namespace, what runs beside (a
+/// heartbeat) and the focus are the run's, shared by every view of it.
 pub struct Run {
-    pub ns: TestNamespace,
+    pub ns: Arc<TestNamespace>,
     pub agent: &'static str,
-    background: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    shared: Arc<Shared>,
 }
 
-impl Drop for Run {
+struct Shared {
+    background: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// The first operator's requests, counted.
+    faults: Faults,
+    /// How many requests it had made when the story reached its focus.
+    focus: Mutex<Option<usize>>,
+}
+
+impl Drop for Shared {
     fn drop(&mut self) {
         for task in self.background.lock().unwrap().drain(..) {
             task.abort();
@@ -33,12 +44,37 @@ impl Drop for Run {
 }
 
 impl Run {
-    pub fn new(ns: TestNamespace, agent: &'static str) -> Run {
+    /// A run in `ns` whose steps act on `agent`; `faults` counts the first operator's requests.
+    pub fn new(ns: TestNamespace, agent: &'static str, faults: Faults) -> Run {
         Run {
-            ns,
+            ns: Arc::new(ns),
             agent,
-            background: Mutex::new(Vec::new()),
+            shared: Arc::new(Shared {
+                background: Mutex::new(Vec::new()),
+                faults,
+                focus: Mutex::new(None),
+            }),
         }
+    }
+
+    /// The same run, its steps acting on `agent`.
+    pub fn on(&self, agent: &'static str) -> Run {
+        Run {
+            ns: self.ns.clone(),
+            agent,
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Marks where the story's point lies: quick runs explore the crash points after the
+    /// requests made so far (the set-up before is left to thorough runs).
+    pub fn focus(&self) {
+        *self.shared.focus.lock().unwrap() = Some(self.shared.faults.count());
+    }
+
+    /// How many requests the first operator had made at the focus, if the story has one.
+    pub fn focused_at(&self) -> Option<usize> {
+        *self.shared.focus.lock().unwrap()
     }
 
     pub fn pod(&self, attempt: u32) -> String {
@@ -47,7 +83,11 @@ impl Run {
 
     /// Runs `task` until the run ends.
     pub fn beside(&self, task: impl Future<Output = ()> + Send + 'static) {
-        self.background.lock().unwrap().push(tokio::spawn(task));
+        self.shared
+            .background
+            .lock()
+            .unwrap()
+            .push(tokio::spawn(task));
     }
 
     pub async fn create_policy(&self, spec: Value) {
@@ -161,5 +201,38 @@ impl Run {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         });
+    }
+
+    /// Creates the AgentGroup `name` with `spec`.
+    pub async fn create_group(&self, name: &str, spec: Value) {
+        self.ns.create_group(name, spec).await;
+    }
+
+    /// Waits until group `group`'s status satisfies `check`.
+    pub async fn group_until(
+        &self,
+        group: &str,
+        what: &str,
+        check: impl Fn(&AgentGroupStatus) -> bool,
+    ) -> AgentGroupStatus {
+        let api = self.ns.api::<AgentGroup>();
+        eventually(STEP, &format!("group {group}: {what}"), || {
+            let api = api.clone();
+            let check = &check;
+            async move {
+                let status = api.get_status(group).await.ok()?.status?;
+                check(&status).then_some(status)
+            }
+        })
+        .await
+    }
+
+    /// A merge patch of group `group` (its reset annotation).
+    pub async fn patch_group(&self, group: &str, patch: Value) {
+        self.ns
+            .api::<AgentGroup>()
+            .patch(group, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("patch the group");
     }
 }

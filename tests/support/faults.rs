@@ -238,10 +238,27 @@ fn summarize(path: &str, body: &[u8]) -> String {
             "podName",
             "handledRestartRequest",
             "agents",
+            "incarnation",
         ] {
             if !status[key].is_null() {
                 words.push(format!("{key}={}", status[key]).replace('"', ""));
             }
+        }
+        // A group's orders: `restart=a@1,b@1` (member@attempt to end), `stop=a,b`.
+        if let Some(members) = status["members"].as_array() {
+            let orders = |key: &str, what: fn(&serde_json::Value) -> String| {
+                let named: Vec<String> = members
+                    .iter()
+                    .filter(|m| !m[key].is_null())
+                    .map(|m| format!("{}{}", m["name"].as_str().unwrap_or("?"), what(&m[key])))
+                    .collect();
+                (!named.is_empty()).then(|| format!("{key}={}", named.join(",")))
+            };
+            words.extend(orders("restart", |r| format!("@{}", r["attempt"])));
+            words.extend(orders("stop", |_| String::new()));
+        }
+        if !status["gaveUp"].is_null() {
+            words.push("gaveUp".into());
         }
         if let Some(history) = status["restartHistory"].as_array() {
             words.push(format!("history={}", history.len()));
