@@ -462,6 +462,7 @@ fn arb_pod() -> BoxedStrategy<(i64, PodFacts)> {
                 trigger,
                 handled_restart: restart,
                 handled_reset: reset,
+                handled_group_reset: None,
             };
             (relative, pod)
         })

@@ -32,6 +32,8 @@ pub const TRIGGER_ANNOTATION: &str = "supervisor.dev/trigger";
 pub const HANDLED_RESTART_ANNOTATION: &str = "supervisor.dev/handled-restart-request";
 /// Likewise for `reset-requested-at`.
 pub const HANDLED_RESET_ANNOTATION: &str = "supervisor.dev/handled-reset-request";
+/// Likewise for a reset ordered by the agent's group (its key).
+pub const HANDLED_GROUP_RESET_ANNOTATION: &str = "supervisor.dev/handled-group-reset";
 /// `kubectl annotate agent X supervisor.dev/restart-requested-at=<new value>`: restart once now.
 pub const RESTART_REQUESTED_ANNOTATION: &str = "supervisor.dev/restart-requested-at";
 /// `kubectl annotate agent X supervisor.dev/reset-requested-at=<new value>`: close the breaker,

@@ -78,6 +78,10 @@ pub fn pod(agent: &Agent, new: &NewPod, template_hash: &str) -> Pod {
         ),
         (HANDLED_RESTART_ANNOTATION, origin.handled_restart.clone()),
         (HANDLED_RESET_ANNOTATION, origin.handled_reset.clone()),
+        (
+            crate::api::HANDLED_GROUP_RESET_ANNOTATION,
+            origin.handled_group_reset.clone(),
+        ),
     ] {
         match value {
             Some(value) => annotations.insert(key.to_string(), value),

@@ -107,6 +107,8 @@ pub struct PodOrigin {
     pub handled_restart: Option<String>,
     /// The `reset-requested-at` value handled when it was created.
     pub handled_reset: Option<String>,
+    /// The key of the last reset ordered by the agent's group, handled when it was created.
+    pub handled_group_reset: Option<String>,
 }
 
 /// One container's state.
@@ -244,6 +246,7 @@ impl PodFacts {
                 trigger: annotation(TRIGGER_ANNOTATION).and_then(|t| Trigger::parse(&t)),
                 handled_restart: annotation(HANDLED_RESTART_ANNOTATION),
                 handled_reset: annotation(HANDLED_RESET_ANNOTATION),
+                handled_group_reset: annotation(crate::api::HANDLED_GROUP_RESET_ANNOTATION),
             },
         }
     }

@@ -136,11 +136,13 @@ fn fields(want: &impl Serialize, got: &impl Serialize) -> Vec<String> {
         .collect()
 }
 
-/// A reset key as a group writes it (`<group uid>/<value>`) without the uid, which differs from
-/// run to run.
+/// A reset key as a group writes it (`<group uid>/<value>/<second handled>`) without the uid
+/// and the time, which differ from run to run.
 fn reset_key(key: &str) -> String {
-    key.split_once('/')
-        .map_or(key, |(_, value)| value)
+    let value = key.split_once('/').map_or(key, |(_, value)| value);
+    value
+        .rsplit_once('/')
+        .map_or(value, |(value, _)| value)
         .to_string()
 }
 

@@ -119,6 +119,7 @@ impl Decider<'_> {
                 trigger,
                 handled_restart: self.s.handled_restart_request.clone(),
                 handled_reset: self.s.handled_reset_request.clone(),
+                handled_group_reset: self.s.group.as_ref().and_then(|g| g.handled_reset.clone()),
             },
         }
     }
@@ -135,6 +136,16 @@ impl Decider<'_> {
             // A reset was decided with this pod's creation: its counters are cleared (the pod
             // itself is the restart it asked for).
             self.s.handled_reset_request = Some(value.clone());
+            self.s.consecutive_failures = 0;
+            self.s.recent_restarts.clear();
+            *self.breaker() = CircuitBreakerStatus::default();
+        }
+        if let Some(value) = &origin.handled_group_reset
+            && let Some(group) = self.s.group.as_mut()
+            && group.handled_reset.as_ref() != Some(value)
+        {
+            // Likewise for a reset the agent's group ordered.
+            group.handled_reset = Some(value.clone());
             self.s.consecutive_failures = 0;
             self.s.recent_restarts.clear();
             *self.breaker() = CircuitBreakerStatus::default();
