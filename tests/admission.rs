@@ -43,6 +43,31 @@ async fn create_raw<K: Resource<DynamicType = ()>>(
     }
 }
 
+/// Creates `object` (case `name`) and says how admission failed to refuse it as expected:
+/// accepted, or refused with a message lacking one of `expected` or containing one of `absent`.
+/// Empty: refused as expected.
+async fn refusal_failures<K: Resource<DynamicType = ()>>(
+    ns: &TestNamespace,
+    name: &str,
+    object: Value,
+    expected: &[&str],
+    absent: &[&str],
+) -> Vec<String> {
+    let message = match create_raw::<K>(ns, object.clone()).await {
+        Ok(()) => return vec![format!("{name}: {object} was accepted")],
+        Err(message) => message,
+    };
+    let missing = expected
+        .iter()
+        .filter(|want| !message.contains(*want))
+        .map(|want| format!("{name}: message {message:?} does not contain {want:?}"));
+    let wrong = absent
+        .iter()
+        .filter(|unwanted| message.contains(*unwanted))
+        .map(|unwanted| format!("{name}: message {message:?} should not say {unwanted:?}"));
+    missing.chain(wrong).collect()
+}
+
 fn raw_policy(name: &str, spec: Value) -> Value {
     json!({
         "apiVersion": "supervisor.dev/v1alpha1", "kind": "RestartPolicy",
@@ -177,18 +202,10 @@ async fn invalid_restart_policies_are_rejected_with_a_message_naming_the_field()
     ];
     let mut failures = Vec::new();
     for (name, spec, expected) in cases {
-        match create_raw::<RestartPolicy>(&ns, raw_policy(name, spec.clone())).await {
-            Ok(()) => failures.push(format!("{name}: {spec} was accepted")),
-            Err(message) => {
-                for want in expected {
-                    if !message.contains(want) {
-                        failures.push(format!(
-                            "{name}: message {message:?} does not contain {want:?}"
-                        ));
-                    }
-                }
-            }
-        }
+        failures.extend(
+            refusal_failures::<RestartPolicy>(&ns, name, raw_policy(name, spec), &expected, &[])
+                .await,
+        );
     }
     assert!(
         failures.is_empty(),

@@ -286,23 +286,30 @@ async fn missing_from_cache_only(
         if member.state != MemberState::NotFound || reported(&member.key) {
             continue;
         }
+        let name = &member.key.name;
         let found = match member.key.kind {
-            MemberKind::Agent => {
-                Api::<crate::api::Agent>::namespaced(ctx.client.clone(), &namespace)
-                    .get_metadata_opt(&member.key.name)
-                    .await?
-                    .is_some_and(|m| m.metadata.deletion_timestamp.is_none())
-            }
-            MemberKind::AgentGroup => Api::<AgentGroup>::namespaced(ctx.client.clone(), &namespace)
-                .get_metadata_opt(&member.key.name)
-                .await?
-                .is_some_and(|m| m.metadata.deletion_timestamp.is_none()),
+            MemberKind::Agent => exists::<crate::api::Agent>(ctx, &namespace, name).await?,
+            MemberKind::AgentGroup => exists::<AgentGroup>(ctx, &namespace, name).await?,
         };
         if found {
             return Ok(true);
         }
     }
     Ok(false)
+}
+
+/// Whether `name` exists on the server and is not being deleted.
+async fn exists<K>(ctx: &Context, namespace: &str, name: &str) -> Result<bool, kube::Error>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let meta = Api::<K>::namespaced(ctx.client.clone(), namespace)
+        .get_metadata_opt(name)
+        .await?;
+    Ok(meta.is_some_and(|m| m.metadata.deletion_timestamp.is_none()))
 }
 
 /// Writes the group's status by server-side apply, with only the conditions the operator owns,

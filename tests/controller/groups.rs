@@ -9,9 +9,10 @@ use crate::support::TestNamespace;
 use crate::support::groups::condition;
 use crate::{fast_policy, setup};
 
-/// Creates the agents, each with the policy `fast` (2s backoff, no jitter, breaker off).
-async fn agents(ns: &TestNamespace, names: &[&str]) {
-    ns.create_policy("fast", fast_policy("2s")).await;
+/// Creates the agents, each with the policy `fast` (exponential from `initial_delay`, no
+/// jitter, breaker off).
+pub(crate) async fn agents(ns: &TestNamespace, names: &[&str], initial_delay: &str) {
+    ns.create_policy("fast", fast_policy(initial_delay)).await;
     for name in names {
         ns.create_agent(name, json!({ "restartPolicyRef": { "name": "fast" } }))
             .await;
@@ -22,14 +23,16 @@ fn members(names: &[&str]) -> serde_json::Value {
     names.iter().map(|n| json!({ "agent": n })).collect()
 }
 
-async fn running_attempt(ns: &TestNamespace, agent: &str, attempt: u32) -> AgentStatus {
+pub(crate) async fn running_attempt(ns: &TestNamespace, agent: &str, attempt: u32) -> AgentStatus {
     ns.wait_status(agent, &format!("attempt {attempt} running"), |s| {
         s.attempt == attempt && s.phase == Some(Phase::Running)
     })
     .await
 }
 
-async fn pod_names(ns: &TestNamespace) -> Vec<String> {
+/// The names of the namespace's pods, sorted; with `live_only`, only those neither finished
+/// nor being deleted.
+pub(crate) async fn pod_names(ns: &TestNamespace, live_only: bool) -> Vec<String> {
     let mut names: Vec<String> = ns
         .api::<Pod>()
         .list(&ListParams::default())
@@ -37,6 +40,13 @@ async fn pod_names(ns: &TestNamespace) -> Vec<String> {
         .expect("list pods")
         .items
         .into_iter()
+        .filter(|p| {
+            let finished = matches!(
+                p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                Some("Succeeded" | "Failed")
+            );
+            !live_only || (p.metadata.deletion_timestamp.is_none() && !finished)
+        })
         .filter_map(|p| p.metadata.name)
         .collect();
     names.sort();
@@ -63,7 +73,7 @@ fn restarted_by_group(status: &AgentStatus, name: &str) {
 #[tokio::test]
 async fn one_for_all_restarts_every_member_with_the_crashed_one() {
     let (ns, _operator) = setup().await;
-    agents(&ns, &["alpha", "beta", "gamma"]).await;
+    agents(&ns, &["alpha", "beta", "gamma"], "2s").await;
     ns.create_group(
         "trio",
         json!({ "strategy": "OneForAll", "members": members(&["alpha", "beta", "gamma"]) }),
@@ -109,7 +119,7 @@ async fn one_for_all_restarts_every_member_with_the_crashed_one() {
     let note = ns.wait_group_event("trio", "GroupRestart").await;
     assert!(note.contains("beta crashed (Error)"), "{note}");
     // Nobody was restarted twice: no third attempt exists.
-    let pods = pod_names(&ns).await;
+    let pods = pod_names(&ns, false).await;
     assert!(!pods.iter().any(|p| p.ends_with("-3")), "{pods:?}");
 }
 
@@ -122,7 +132,7 @@ async fn rest_for_one_restarts_the_crashed_member_and_those_after_it() {
         json!({ "strategy": "RestForOne", "members": members(&["planner", "tools", "worker"]) }),
     )
     .await;
-    agents(&ns, &["planner", "tools", "worker"]).await;
+    agents(&ns, &["planner", "tools", "worker"], "2s").await;
     ns.wait_group_running("crew").await;
 
     ns.terminate("tools-1", 1, "Error", "too many open files")
@@ -137,7 +147,11 @@ async fn rest_for_one_restarts_the_crashed_member_and_those_after_it() {
     assert_eq!(planner.attempt, 1);
     assert_eq!(planner.restart_count, 0);
     assert!(planner.restart_history.is_empty());
-    assert!(!pod_names(&ns).await.contains(&"planner-2".to_string()));
+    assert!(
+        !pod_names(&ns, false)
+            .await
+            .contains(&"planner-2".to_string())
+    );
     let missing: Vec<_> = ns
         .group_events("crew")
         .await
@@ -164,7 +178,7 @@ async fn one_for_one_restarts_only_the_crashed_member_and_counts_it() {
         crate::support::Operator::admin_client().await,
         config,
     );
-    agents(&ns, &["left", "right"]).await;
+    agents(&ns, &["left", "right"], "2s").await;
     ns.create_group("pair", json!({ "members": members(&["left", "right"]) }))
         .await;
     ns.wait_group_running("pair").await;
@@ -231,7 +245,11 @@ async fn sequential_start_creates_each_pod_once_the_member_before_runs() {
         .unwrap();
     assert!(ready.message.contains("planner"), "{}", ready.message);
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-    assert_eq!(pod_names(&ns).await, ["planner-1"], "tools must wait");
+    assert_eq!(
+        pod_names(&ns, false).await,
+        ["planner-1"],
+        "tools must wait"
+    );
 
     // Let the planner run: then, and only then, the tool server's pod is created.
     let nodes = ns.client.clone();
@@ -274,7 +292,7 @@ async fn sequential_start_creates_each_pod_once_the_member_before_runs() {
 #[tokio::test]
 async fn conflicts_and_missing_members_are_reported_and_the_rest_supervised() {
     let (ns, _operator) = setup().await;
-    agents(&ns, &["shared"]).await;
+    agents(&ns, &["shared"], "2s").await;
     ns.create_group(
         "first",
         json!({ "members": [{ "agent": "shared" }, { "agent": "ghost" }] }),
@@ -346,7 +364,7 @@ async fn a_cycle_of_groups_is_refused_at_the_youngest_group() {
 #[tokio::test]
 async fn a_suspended_member_is_left_out_of_group_restarts() {
     let (ns, _operator) = setup().await;
-    agents(&ns, &["active"]).await;
+    agents(&ns, &["active"], "2s").await;
     ns.create_agent(
         "resting",
         json!({ "restartPolicyRef": { "name": "fast" }, "suspend": true }),

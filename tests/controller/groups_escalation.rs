@@ -2,49 +2,13 @@
 //! operator killed in the middle of a group restart.
 
 use agent_supervisor::api::{GroupPhase, GroupTrigger, Phase, ShutdownType, Trigger};
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
+use crate::groups::{agents, pod_names, running_attempt};
+use crate::setup;
+use crate::support::Operator;
 use crate::support::groups::condition;
-use crate::support::{Operator, TestNamespace};
-use crate::{fast_policy, setup};
-
-async fn agents(ns: &TestNamespace, names: &[&str], initial_delay: &str) {
-    ns.create_policy("fast", fast_policy(initial_delay)).await;
-    for name in names {
-        ns.create_agent(name, json!({ "restartPolicyRef": { "name": "fast" } }))
-            .await;
-    }
-}
-
-async fn running_attempt(ns: &TestNamespace, agent: &str, attempt: u32) {
-    ns.wait_status(agent, &format!("attempt {attempt} running"), |s| {
-        s.attempt == attempt && s.phase == Some(Phase::Running)
-    })
-    .await;
-}
-
-async fn live_pods(ns: &TestNamespace) -> Vec<String> {
-    let mut names: Vec<String> = ns
-        .api::<Pod>()
-        .list(&ListParams::default())
-        .await
-        .expect("list pods")
-        .items
-        .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter(|p| {
-            !matches!(
-                p.status.as_ref().and_then(|s| s.phase.as_deref()),
-                Some("Succeeded" | "Failed")
-            )
-        })
-        .filter_map(|p| p.metadata.name)
-        .collect();
-    names.sort();
-    names
-}
 
 #[tokio::test]
 async fn a_give_up_escalates_through_two_levels_and_the_root_restarts_the_subtree() {
@@ -144,7 +108,7 @@ async fn a_root_group_that_gives_up_stays_stopped_until_it_is_reset() {
     ns.wait_gone("second-1").await;
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     assert_eq!(
-        live_pods(&ns).await,
+        pod_names(&ns, true).await,
         Vec::<String>::new(),
         "nothing restarts"
     );
@@ -245,6 +209,6 @@ async fn an_operator_killed_during_a_group_restart_finishes_it_exactly_once() {
         assert_eq!(status.restart_count, 1, "{agent} restarted once");
         assert_eq!(status.restart_history.len(), 1, "{agent}");
     }
-    let live = live_pods(&ns).await;
+    let live = pod_names(&ns, true).await;
     assert_eq!(live, ["a-2", "b-2", "c-2"], "one live pod per agent");
 }

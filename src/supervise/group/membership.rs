@@ -118,15 +118,6 @@ impl Membership {
     pub fn refusal(&self, group: &str, member: &MemberKey) -> Option<&Refusal> {
         self.refused.get(group).and_then(|r| r.get(member))
     }
-
-    /// The groups that name `member`, supervising it or not.
-    pub fn claimants<'g>(groups: &'g [GroupSpecView<'g>], member: &MemberKey) -> Vec<&'g str> {
-        groups
-            .iter()
-            .filter(|g| g.members.iter().any(|m| &m.key() == member))
-            .map(|g| g.name)
-            .collect()
-    }
 }
 
 #[cfg(test)]
