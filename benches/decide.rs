@@ -130,6 +130,7 @@ fn history() -> Vec<RestartRecord> {
                 signal,
                 message: Some(message.into()),
                 ran_for: Some(Duration::from_secs(840)),
+                fingerprint: None,
                 backoff: Some(Duration::from_millis(9_312)),
                 restarted_at: Some(at(failed - 10)),
             }
@@ -169,6 +170,7 @@ fn running_status() -> AgentStatus {
             container: Some("agent".to_string()),
             pod_name: Some(pod_name(AGENT, ATTEMPT - 1)),
             ran_for: last.ran_for,
+            fingerprint: None,
         }),
         restart_history: history,
         circuit_breaker: Some(CircuitBreakerStatus::default()),

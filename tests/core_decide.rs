@@ -10,6 +10,7 @@ use agent_supervisor::api::{
 };
 use agent_supervisor::supervise::backoff;
 use agent_supervisor::supervise::conditions::{self, CIRCUIT_BREAKER_OPEN, POLICY_RESOLVED, READY};
+use agent_supervisor::supervise::fingerprint::fingerprint;
 use agent_supervisor::supervise::observe::{ContainerFacts, ContainerPhase, PodPhase, Termination};
 use agent_supervisor::supervise::{
     AgentFacts, EventReason, Input, LeaseFacts, NewPod, PodFacts, PodOrigin, PolicyResolution,
@@ -376,6 +377,12 @@ fn a_crash_schedules_a_jittered_exponential_restart() {
     assert_eq!(s.attempt, 1);
     assert_eq!(plan.create_pod, None);
     assert_eq!(plan.delete_pod, None, "a finished pod needs no deleting");
+    let print = fingerprint(
+        FailureReason::Error,
+        Some(1),
+        Some("RuntimeError: boom"),
+        &[],
+    );
     assert_eq!(
         s.last_failure,
         Some(Failure {
@@ -388,6 +395,7 @@ fn a_crash_schedules_a_jittered_exponential_restart() {
             container: Some("agent".to_string()),
             pod_name: Some("researcher-1".to_string()),
             ran_for: Some(secs(60)),
+            fingerprint: Some(print.clone()),
         })
     );
     assert_eq!(
@@ -402,6 +410,7 @@ fn a_crash_schedules_a_jittered_exponential_restart() {
             signal: None,
             message: Some("RuntimeError: boom".into()),
             ran_for: Some(secs(60)),
+            fingerprint: Some(print.clone()),
             backoff: Some(delay),
             restarted_at: None,
         }]

@@ -259,6 +259,7 @@ fn arb_record() -> BoxedStrategy<RestartRecord> {
                     signal: None,
                     message: message.map(Into::into),
                     ran_for,
+                    fingerprint: None,
                     backoff: ran_for,
                     restarted_at,
                 }
@@ -366,6 +367,7 @@ fn arb_status() -> BoxedStrategy<AgentStatus> {
                     container: Some("agent".to_string()),
                     pod_name: Some("agent-1".to_string()),
                     ran_for,
+                    fingerprint: None,
                 }),
         ),
         proptest::collection::vec(arb_record(), 0..60),

@@ -291,6 +291,12 @@ pub struct Failure {
     /// How long the attempt ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ran_for: Option<Duration>,
+    /// 16 hex characters that are the same for the same failure on every agent and attempt: a
+    /// hash of the reason, the exit code and the message with numbers, ids, addresses, times
+    /// and the agent's own names taken out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 16, max = 16))]
+    pub fingerprint: Option<String>,
 }
 
 /// One restart: the attempt that ended, why, and when the next one started.
@@ -315,6 +321,10 @@ pub struct RestartRecord {
     pub message: Option<Arc<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ran_for: Option<Duration>,
+    /// The failure's fingerprint (see `lastFailure.fingerprint`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 16, max = 16))]
+    pub fingerprint: Option<String>,
     /// The delay chosen before the restart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backoff: Option<Duration>,

@@ -8,6 +8,7 @@ pub mod backoff;
 pub mod classify;
 pub mod conditions;
 mod decide;
+pub mod fingerprint;
 pub mod group;
 pub mod observe;
 pub mod plan;

@@ -395,6 +395,7 @@ fn pending_record(attempt: u32, trigger: Trigger, reason: FailureReason) -> Rest
         signal: None,
         message: None,
         ran_for: None,
+        fingerprint: None,
         backoff: None,
         restarted_at: None,
     }

@@ -303,6 +303,7 @@ fn a_running_sibling_is_stopped_and_restarted_without_counting_it() {
             signal: None,
             message: None,
             ran_for: None,
+            fingerprint: None,
             backoff: Some(Duration::from_secs(50)),
             restarted_at: None,
         }

@@ -30,6 +30,7 @@ impl Decider<'_> {
         };
         let (failure, ended_at) = self.failure_of(&ending, class);
         let (ran_for, message) = (failure.ran_for, failure.message.clone());
+        let fingerprint = failure.fingerprint.clone();
         self.s.last_failure = Some(failure);
         let trigger = match (ending.reason, class) {
             (FailureReason::HeartbeatLost, _) => Trigger::HeartbeatLost,
@@ -44,6 +45,7 @@ impl Decider<'_> {
         record.signal = ending.signal;
         record.message = message;
         record.ran_for = ran_for;
+        record.fingerprint = fingerprint;
 
         match (class, shutdown) {
             (_, Some((kind, source))) => self.record_shutdown(kind, source, &ending),
@@ -76,8 +78,20 @@ impl Decider<'_> {
             container: ending.container.clone(),
             pod_name: self.s.pod_name.clone(),
             ran_for: ending.started_at.map(|started| span(started, ended_at)),
+            fingerprint: Some(self.fingerprint_of(ending)),
         };
         (failure, ended_at)
+    }
+
+    /// The fingerprint of `ending`, with this agent's own names taken out of its message.
+    pub(super) fn fingerprint_of(&self, ending: &Ending) -> String {
+        let pod = self.s.pod_name.as_deref().unwrap_or_default();
+        crate::supervise::fingerprint::fingerprint(
+            ending.reason,
+            ending.exit_code,
+            ending.message.as_deref(),
+            &[pod, &self.input.agent.name],
+        )
     }
 
     /// A failure that counts: toward the restart limit, the breaker and the backoff.

@@ -203,6 +203,7 @@ impl Decider<'_> {
             signal: None,
             message: None,
             ran_for: None,
+            fingerprint: None,
             backoff: None,
             restarted_at: None,
         }
