@@ -1250,3 +1250,6 @@ fn renewals_are_measured_in_real_time() {
         "{verdict:?}"
     );
 }
+
+#[path = "core_classify/retry_after.rs"]
+mod retry_after;

@@ -1813,3 +1813,6 @@ fn an_own_shutdown_whose_second_write_was_lost_records_the_attempt_then() {
     assert!(again.events.is_empty());
     assert_eq!(again.status.last_failure, Some(failure));
 }
+
+#[path = "core_decide/retry_after.rs"]
+mod retry_after;

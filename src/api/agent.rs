@@ -348,16 +348,24 @@ pub enum Trigger {
     Disruption,
     /// The agent's group restarted it with a member that crashed.
     Group,
+    /// The agent asked to be restarted later (`retryAfter` in its termination message); counts
+    /// toward no limit and not toward the breaker.
+    RetryAfter,
+    /// Restarted once the outage its failure was held for ended, or as the outage's probe;
+    /// counts toward no limit and not toward the breaker.
+    Outage,
 }
 
 impl Trigger {
-    pub const ALL: [Trigger; 6] = [
+    pub const ALL: [Trigger; 8] = [
         Trigger::Failure,
         Trigger::HeartbeatLost,
         Trigger::Manual,
         Trigger::Rollout,
         Trigger::Disruption,
         Trigger::Group,
+        Trigger::RetryAfter,
+        Trigger::Outage,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -368,6 +376,8 @@ impl Trigger {
             Trigger::Rollout => "Rollout",
             Trigger::Disruption => "Disruption",
             Trigger::Group => "Group",
+            Trigger::RetryAfter => "RetryAfter",
+            Trigger::Outage => "Outage",
         }
     }
 

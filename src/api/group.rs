@@ -473,6 +473,10 @@ pub enum GroupTrigger {
     Escalation,
     /// The group's parent restarted it.
     Group,
+    /// A member asked to be restarted later (counts toward no intensity).
+    RetryAfter,
+    /// A member's restart was held by an outage, which ended (counts toward no intensity).
+    Outage,
 }
 
 impl GroupTrigger {
@@ -483,6 +487,8 @@ impl GroupTrigger {
             GroupTrigger::Disruption => "Disruption",
             GroupTrigger::Escalation => "Escalation",
             GroupTrigger::Group => "Group",
+            GroupTrigger::RetryAfter => "RetryAfter",
+            GroupTrigger::Outage => "Outage",
         }
     }
 }

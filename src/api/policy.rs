@@ -76,6 +76,11 @@ pub struct RestartPolicySpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
     pub rules: Vec<Rule>,
+
+    /// The longest wait an agent may ask for with `retryAfter` in its termination message;
+    /// longer requests are cut to this. Default 1h.
+    #[serde(default = "defaults::max_retry_after")]
+    pub max_retry_after: Duration,
 }
 
 impl Default for RestartPolicySpec {
@@ -89,6 +94,7 @@ impl Default for RestartPolicySpec {
             startup_timeout: defaults::startup_timeout(),
             history_limit: defaults::history_limit(),
             rules: Vec::new(),
+            max_retry_after: defaults::max_retry_after(),
         }
     }
 }
@@ -337,6 +343,9 @@ pub mod defaults {
         Duration::from_secs(300)
     }
     pub fn max_open_duration() -> Duration {
+        Duration::from_secs(3600)
+    }
+    pub fn max_retry_after() -> Duration {
         Duration::from_secs(3600)
     }
 }

@@ -43,6 +43,18 @@ pub struct Ending {
     pub finished_at: Option<Timestamp>,
     /// A shutdown the agent asked for through its termination message.
     pub shutdown: Option<ShutdownRequest>,
+    /// When the agent asked to be restarted, through its termination message.
+    pub retry_after: Option<RetryAfter>,
+}
+
+/// `{"retryAfter": "15m"}` or `{"retryAfter": "2026-11-22T10:00:00Z"}` from a termination
+/// message: restart no earlier than this.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RetryAfter {
+    /// This long after the attempt ended.
+    After(std::time::Duration),
+    /// At this time.
+    At(Timestamp),
 }
 
 /// `{"shutdown":"economic"|"voluntary","reason":"...","message":"..."}` from a termination message.
@@ -219,6 +231,9 @@ fn ended(pod: &PodFacts) -> Option<Ending> {
     let shutdown = terminated
         .iter()
         .find_map(|(_, t)| t.message.as_deref().and_then(shutdown_request));
+    let retry_after = terminated
+        .iter()
+        .find_map(|(_, t)| t.message.as_deref().and_then(retry_after));
     Some(Ending {
         reason,
         exit_code: Some(t.exit_code),
@@ -232,6 +247,7 @@ fn ended(pod: &PodFacts) -> Option<Ending> {
         started_at: t.started_at,
         finished_at: t.finished_at,
         shutdown,
+        retry_after,
     })
 }
 
@@ -253,13 +269,56 @@ fn disruption(pod: &PodFacts) -> Option<FailureReason> {
         .or_else(|| (pod.deleting && !pod.is_finished()).then_some(FailureReason::NodeLost))
 }
 
-/// Reads a shutdown request from a termination message; anything else is not one.
-pub fn shutdown_request(message: &str) -> Option<ShutdownRequest> {
+/// The JSON object a typed termination message is, if it is one.
+fn typed_message(message: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
     if message.len() > SHUTDOWN_MESSAGE_LIMIT {
         return None;
     }
-    let value: serde_json::Value = serde_json::from_str(message.trim()).ok()?;
-    let object = value.as_object()?;
+    match serde_json::from_str(message.trim()).ok()? {
+        serde_json::Value::Object(object) => Some(object),
+        _ => None,
+    }
+}
+
+/// Reads a retry-after request from a termination message: `retryAfter` as a duration (`15m`),
+/// a number of seconds (`120`, as HTTP's `Retry-After` says it), an RFC 3339 time or an
+/// RFC 2822 date. Anything else is not one.
+pub fn retry_after(message: &str) -> Option<RetryAfter> {
+    let object = typed_message(message)?;
+    match object.get("retryAfter")? {
+        serde_json::Value::Number(n) => seconds(n.as_f64()?),
+        serde_json::Value::String(s) => {
+            let s = s.trim();
+            if s.len() > 64 {
+                return None;
+            }
+            if let Ok(d) = s.parse::<crate::api::Duration>() {
+                return Some(RetryAfter::After(d.as_std()));
+            }
+            if s.bytes().all(|b| b.is_ascii_digit()) {
+                return seconds(s.parse::<f64>().ok()?);
+            }
+            if let Ok(t) = s.parse::<Timestamp>() {
+                return Some(RetryAfter::At(t));
+            }
+            jiff::fmt::rfc2822::parse(s)
+                .ok()
+                .map(|z| RetryAfter::At(z.timestamp()))
+        }
+        _ => None,
+    }
+}
+
+/// A number of seconds, when it is one: finite, not negative, and within a year.
+fn seconds(n: f64) -> Option<RetryAfter> {
+    const YEAR: f64 = 365.0 * 24.0 * 3600.0;
+    (n.is_finite() && (0.0..=YEAR).contains(&n))
+        .then(|| RetryAfter::After(std::time::Duration::from_secs_f64(n)))
+}
+
+/// Reads a shutdown request from a termination message; anything else is not one.
+pub fn shutdown_request(message: &str) -> Option<ShutdownRequest> {
+    let object = typed_message(message)?;
     let kind = match object
         .get("shutdown")?
         .as_str()?
@@ -311,6 +370,7 @@ impl Ending {
             started_at: None,
             finished_at: None,
             shutdown: None,
+            retry_after: None,
         }
     }
 

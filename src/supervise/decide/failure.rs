@@ -1,6 +1,7 @@
 //! A failure's consequences: rules, limits, the breaker, the backoff, or a shutdown.
 
 use super::*;
+use crate::supervise::classify::RetryAfter;
 
 impl Decider<'_> {
     /// Records how the current attempt ended and decides what follows. `kill`: the pod is still
@@ -14,6 +15,8 @@ impl Decider<'_> {
                 FailureClass::Shutdown,
                 Some((request.kind, "TerminationMessage")),
             ),
+            // The agent asked to be restarted later: it is fine, the world is not.
+            None if ending.retry_after.is_some() => (FailureClass::Transient, None),
             None => match rules::action_for(&self.policy.rules, ending.reason, ending.exit_code) {
                 RuleAction::Restart => (FailureClass::Transient, None),
                 RuleAction::Ignore => (FailureClass::Disruption, None),
@@ -49,6 +52,10 @@ impl Decider<'_> {
 
         match (class, shutdown) {
             (_, Some((kind, source))) => self.record_shutdown(kind, source, &ending),
+            (_, None) if ending.retry_after.is_some() => {
+                let retry = ending.retry_after.expect("matched");
+                self.retry_later(&ending, record, retry, ended_at);
+            }
             (FailureClass::Permanent, _) => {
                 self.crashed(&ending, "a Stop rule matched: not restarting");
                 self.stop("StoppedByRule");
@@ -171,6 +178,45 @@ impl Decider<'_> {
         let note = format!("Restarting in {delay} at {at} (failure {n} in a row)");
         self.event(EventReason::RestartScheduled, note);
         record.backoff = Some(delay);
+        self.push_history(record);
+        self.s.phase = Some(Phase::BackingOff);
+        self.s.next_restart_at = Some(Time(at));
+        self.requeue(at);
+    }
+
+    /// The agent asked to be restarted no earlier than `retry` (cut to the policy's
+    /// `maxRetryAfter`): a restart counted toward no limit and not toward the breaker.
+    fn retry_later(
+        &mut self,
+        ending: &Ending,
+        mut record: RestartRecord,
+        retry: RetryAfter,
+        ended_at: Timestamp,
+    ) {
+        let cap = self.policy.max_retry_after.as_std();
+        let latest = add(ended_at, cap);
+        let at = match retry {
+            RetryAfter::After(d) => add(ended_at, d.min(cap)),
+            RetryAfter::At(t) => t.min(latest),
+        };
+        let at = ceil_second(at.max(self.now));
+        let pod = self.s.pod_name.clone().unwrap_or_default();
+        let code = ending
+            .exit_code
+            .map(|c| format!(", exit code {c}"))
+            .unwrap_or_default();
+        let message = ending
+            .message
+            .as_deref()
+            .map(|m| format!(": {}", excerpt(m)))
+            .unwrap_or_default();
+        let note = format!(
+            "Pod {pod} ended ({}{code}) asking to be restarted later{message}; restarting at {at} (not counted as a failure)",
+            ending.reason
+        );
+        self.event(EventReason::RestartScheduled, note);
+        record.trigger = Trigger::RetryAfter;
+        record.backoff = Some(span(self.now, at));
         self.push_history(record);
         self.s.phase = Some(Phase::BackingOff);
         self.s.next_restart_at = Some(Time(at));

@@ -173,7 +173,11 @@ impl<'a> Decider<'a> {
                         && r.attempt == self.s.attempt
                         && matches!(
                             r.trigger,
-                            Trigger::Failure | Trigger::HeartbeatLost | Trigger::Disruption
+                            Trigger::Failure
+                                | Trigger::HeartbeatLost
+                                | Trigger::Disruption
+                                | Trigger::RetryAfter
+                                | Trigger::Outage
                         )
                 }));
         let why = if !d.listed {

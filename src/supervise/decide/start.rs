@@ -67,10 +67,7 @@ impl Decider<'_> {
             .filter(|r| r.restarted_at.is_none());
         let restarted = pending.map(|pending| {
             pending.restarted_at = Some(Time(self.now));
-            (
-                pending.class == Some(FailureClass::Transient),
-                pending.trigger,
-            )
+            (counts(pending), pending.trigger)
         });
         if let Some((counted, _)) = restarted {
             self.count_restart(counted, self.now);
@@ -160,7 +157,7 @@ impl Decider<'_> {
             .filter(|r| r.restarted_at.is_none())
         {
             pending.restarted_at = Some(Time(created));
-            let counted = pending.class == Some(FailureClass::Transient);
+            let counted = counts(pending);
             self.count_restart(counted, created);
         } else if let Some(trigger) = origin.trigger {
             // The restart's own record was lost with the status write: the pod remembers it.
@@ -239,11 +236,20 @@ impl Decider<'_> {
     }
 }
 
+/// Whether a restart counts toward the restart limit: a failure's, restarted with backoff. A
+/// restart the agent asked to wait for, or one held by an outage, does not.
+fn counts(record: &RestartRecord) -> bool {
+    record.class == Some(FailureClass::Transient)
+        && matches!(record.trigger, Trigger::Failure | Trigger::HeartbeatLost)
+}
+
 /// Why a restart happened, for its Event: " after Evicted: the node ran out of memory".
 fn restart_cause(record: &RestartRecord) -> String {
     let what = match (record.trigger, record.reason) {
         (Trigger::Manual, _) => "on request".to_string(),
         (Trigger::Rollout, _) => "for a new template".to_string(),
+        (Trigger::RetryAfter, _) => "after the wait it asked for".to_string(),
+        (Trigger::Outage, _) => "after an outage".to_string(),
         (_, Some(reason)) => format!("after {reason}"),
         (_, None) => return String::new(),
     };

@@ -113,22 +113,28 @@ impl AgentView {
             Trigger::Failure => Some(GroupTrigger::Failure),
             Trigger::HeartbeatLost => Some(GroupTrigger::HeartbeatLost),
             Trigger::Disruption => Some(GroupTrigger::Disruption),
+            Trigger::RetryAfter => Some(GroupTrigger::RetryAfter),
+            Trigger::Outage => Some(GroupTrigger::Outage),
             Trigger::Manual | Trigger::Rollout | Trigger::Group => None,
         };
-        let crash = match s.phase {
-            Some(Phase::BackingOff) => pending.and_then(|r| {
-                trigger(r.trigger).map(|t| (r, t, s.next_restart_at.as_ref().map(|t| t.0)))
-            }),
-            Some(Phase::CircuitOpen) => pending.and_then(|r| {
-                let probe = s
-                    .circuit_breaker
-                    .as_ref()
-                    .and_then(|b| b.half_open_at.as_ref())
-                    .map(|t| t.0);
-                trigger(r.trigger).map(|t| (r, t, probe))
-            }),
-            _ => None,
-        };
+        let crash =
+            match s.phase {
+                Some(Phase::BackingOff) => pending.and_then(|r| {
+                    trigger(r.trigger).map(|t| (r, t, s.next_restart_at.as_ref().map(|t| t.0)))
+                }),
+                // Held by an outage: the group hears of the crash when the outage lets it go.
+                Some(Phase::CircuitOpen) => pending
+                    .filter(|r| r.trigger != Trigger::Outage)
+                    .and_then(|r| {
+                        let probe = s
+                            .circuit_breaker
+                            .as_ref()
+                            .and_then(|b| b.half_open_at.as_ref())
+                            .map(|t| t.0);
+                        trigger(r.trigger).map(|t| (r, t, probe))
+                    }),
+                _ => None,
+            };
         AgentView {
             phase: s.phase,
             attempt: s.attempt,
@@ -144,7 +150,7 @@ impl AgentView {
                     .map_or_else(|| "Unknown".to_string(), |r| r.to_string()),
                 trigger,
                 due,
-                counted: trigger != GroupTrigger::Disruption,
+                counted: matches!(trigger, GroupTrigger::Failure | GroupTrigger::HeartbeatLost),
             }),
         }
     }
