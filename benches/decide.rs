@@ -85,6 +85,7 @@ fn policy() -> RestartPolicySpec {
             { "reasons": ["Evicted", "Preempted", "NodeLost"], "action": "Ignore" }
         ]))
         .expect("rules"),
+        max_retry_after: Duration::from_secs(3600),
     }
 }
 

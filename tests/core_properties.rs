@@ -150,6 +150,7 @@ fn arb_policy() -> BoxedStrategy<RestartPolicySpec> {
         arb_duration(),
         prop_oneof![0u32..60, any::<u32>()],
         proptest::collection::vec(arb_rule(), 0..4),
+        arb_duration(),
     )
         .prop_map(
             |(
@@ -160,6 +161,7 @@ fn arb_policy() -> BoxedStrategy<RestartPolicySpec> {
                 startup_timeout,
                 history_limit,
                 rules,
+                max_retry_after,
             )| RestartPolicySpec {
                 backoff: Backoff {
                     kind,
@@ -182,6 +184,7 @@ fn arb_policy() -> BoxedStrategy<RestartPolicySpec> {
                 startup_timeout,
                 history_limit,
                 rules,
+                max_retry_after,
             },
         )
         .boxed()
@@ -1075,6 +1078,7 @@ fn arb_walk_policy() -> BoxedStrategy<RestartPolicySpec> {
         1u64..900,
         1u32..12,
         proptest::collection::vec(arb_rule(), 0..3),
+        0u64..7200,
     )
         .prop_map(
             |(
@@ -1085,6 +1089,7 @@ fn arb_walk_policy() -> BoxedStrategy<RestartPolicySpec> {
                 startup,
                 history_limit,
                 rules,
+                max_retry_after,
             )| RestartPolicySpec {
                 backoff: Backoff {
                     kind,
@@ -1107,6 +1112,7 @@ fn arb_walk_policy() -> BoxedStrategy<RestartPolicySpec> {
                 startup_timeout: Duration::from_secs(startup),
                 history_limit,
                 rules,
+                max_retry_after: Duration::from_secs(max_retry_after),
             },
         )
         .boxed()
