@@ -86,6 +86,7 @@ fn policy() -> RestartPolicySpec {
         ]))
         .expect("rules"),
         max_retry_after: Duration::from_secs(3600),
+        outage: None,
     }
 }
 
@@ -273,6 +274,7 @@ fn input(status: AgentStatus, pod: Option<PodFacts>, lease: Option<LeaseFacts>) 
         pod,
         lease,
         group: None,
+        outages: Vec::new(),
     }
 }
 

@@ -112,6 +112,7 @@ impl Sim {
                 pod: None,
                 lease: None,
                 group: None,
+                outages: Vec::new(),
             },
         }
     }

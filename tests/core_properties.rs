@@ -185,6 +185,7 @@ fn arb_policy() -> BoxedStrategy<RestartPolicySpec> {
                 history_limit,
                 rules,
                 max_retry_after,
+                outage: None,
             },
         )
         .boxed()
@@ -648,6 +649,7 @@ fn arb_input() -> BoxedStrategy<Input> {
                     pod,
                     lease,
                     group: None,
+                    outages: Vec::new(),
                 }
             },
         )
@@ -1113,6 +1115,7 @@ fn arb_walk_policy() -> BoxedStrategy<RestartPolicySpec> {
                 history_limit,
                 rules,
                 max_retry_after: Duration::from_secs(max_retry_after),
+                outage: None,
             },
         )
         .boxed()
@@ -1149,6 +1152,7 @@ impl World {
                 pod: None,
                 lease: None,
                 group: None,
+                outages: Vec::new(),
             },
             pods: Vec::new(),
             policy,

@@ -4,12 +4,14 @@
 mod agent;
 pub mod duration;
 mod group;
+pub mod outage;
 mod policy;
 
 pub use agent::*;
 pub use duration::Duration;
 pub use group::*;
 pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+pub use outage::{Outage, OutagePolicy, OutageState};
 pub use policy::*;
 
 use schemars::JsonSchema;

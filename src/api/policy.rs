@@ -81,6 +81,11 @@ pub struct RestartPolicySpec {
     /// longer requests are cut to this. Default 1h.
     #[serde(default = "defaults::max_retry_after")]
     pub max_retry_after: Duration,
+
+    /// Declares an outage when many agents using this policy fail the same way at once: their
+    /// restarts are held, and one probe tests whether the cause has passed. Off when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outage: Option<super::OutagePolicy>,
 }
 
 impl Default for RestartPolicySpec {
@@ -95,6 +100,7 @@ impl Default for RestartPolicySpec {
             history_limit: defaults::history_limit(),
             rules: Vec::new(),
             max_retry_after: defaults::max_retry_after(),
+            outage: None,
         }
     }
 }
@@ -281,7 +287,7 @@ pub struct RestartPolicyStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 
-    /// `Accepted`: the policy is valid and in use.
+    /// `Accepted`: the policy is valid and in use. `Outage`: an outage is open.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,
@@ -289,6 +295,11 @@ pub struct RestartPolicyStatus {
     /// How many Agents use this policy.
     #[serde(default)]
     pub agents: u32,
+
+    /// Open outages, one per fingerprint; an entry is removed when its outage ends.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub outages: Vec<super::Outage>,
 }
 
 fn backoff_rules(schema: &mut schemars::Schema) {

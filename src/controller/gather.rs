@@ -72,7 +72,19 @@ pub async fn gather(
             &namespace,
             &crate::api::MemberKey::agent(&agent.name_any()),
         ),
+        outages: outages(agent, ctx),
     })
+}
+
+/// The open outages of the policy `agent` uses, as the cache has its status.
+fn outages(agent: &Agent, ctx: &Context) -> Vec<crate::api::Outage> {
+    let namespace = agent.namespace().unwrap_or_default();
+    let name = super::policy_name(agent);
+    ctx.policies
+        .get(&ObjectRef::new(&name).within(&namespace))
+        .and_then(|p| p.0.as_ref().ok().and_then(|p| p.status.clone()))
+        .map(|s| s.outages)
+        .unwrap_or_default()
 }
 
 /// The object `name`, if it exists.

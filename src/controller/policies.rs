@@ -69,6 +69,7 @@ async fn reconcile(object: Arc<PolicyObject>, ctx: Arc<Context>) -> Result<Actio
         observed_generation: Some(generation),
         conditions: current.conditions.clone(),
         agents: u32::try_from(agents).unwrap_or(u32::MAX),
+        outages: current.outages.clone(),
     };
     let message = format!("in use by {agents} Agent(s)");
     let desired = Desired {

@@ -11,6 +11,7 @@ mod decide;
 pub mod fingerprint;
 pub mod group;
 pub mod observe;
+pub mod outage;
 pub mod plan;
 pub mod rules;
 

@@ -24,6 +24,8 @@ pub struct Input {
     pub lease: Option<LeaseFacts>,
     /// The agent's orders from the AgentGroup it belongs to, if it belongs to one.
     pub group: Option<super::group::Directive>,
+    /// The open outages of its policy (the policy's `status.outages`).
+    pub outages: Vec<crate::api::Outage>,
 }
 
 /// What the decision needs of the Agent object itself.

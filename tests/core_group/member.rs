@@ -57,6 +57,7 @@ impl Sim {
                 pod: None,
                 lease: None,
                 group: Some(group),
+                outages: Vec::new(),
             },
         }
     }

@@ -210,6 +210,7 @@ impl World {
             pod: self.pods[name].iter().max_by_key(|p| p.attempt).cloned(),
             lease: None,
             group: self.directive(&membership, &MemberKey::agent(name)),
+            outages: Vec::new(),
         };
         let plan = decide(input.clone());
         assert_eq!(

@@ -64,6 +64,7 @@ impl Decider<'_> {
                 record.backoff = Some(Duration::ZERO);
                 self.restart_now(record);
             }
+            _ if trigger != Trigger::Disruption && self.hold_failure(&ending, &mut record) => {}
             _ => self.counted_failure(&ending, record, ran_for),
         }
     }

@@ -14,15 +14,27 @@ impl Decider<'_> {
             ),
             _ => String::new(),
         };
-        let desired = Desired {
-            type_: CIRCUIT_BREAKER_OPEN,
-            status: open,
-            reason: if open {
-                "Tripped"
-            } else {
-                breaker.state.as_str()
+        let outage = self
+            .outage_hold
+            .clone()
+            .filter(|_| self.s.phase == Some(Phase::CircuitOpen));
+        let desired = match &outage {
+            Some(hold) => Desired {
+                type_: CIRCUIT_BREAKER_OPEN,
+                status: true,
+                reason: "Outage",
+                message: hold,
             },
-            message: &message,
+            None => Desired {
+                type_: CIRCUIT_BREAKER_OPEN,
+                status: open,
+                reason: if open {
+                    "Tripped"
+                } else {
+                    breaker.state.as_str()
+                },
+                message: &message,
+            },
         };
         conditions::set(&mut self.s.conditions, desired, generation, self.now);
 
@@ -64,6 +76,9 @@ impl Decider<'_> {
         {
             return (false, Some("WaitingForGroup"));
         }
+        if self.outage_hold.is_some() && self.s.phase == Some(Phase::CircuitOpen) {
+            return (false, Some("Outage"));
+        }
         match self.s.phase {
             Some(Phase::Running) if pod_ready => (true, Some("PodReady")),
             Some(Phase::Running) => (false, Some("PodNotReady")),
@@ -101,6 +116,11 @@ impl Decider<'_> {
             return format!(
                 "RestartPolicy {name} does not exist in this namespace; no pod is started until it does"
             );
+        }
+        if let Some(hold) = &self.outage_hold
+            && self.s.phase == Some(Phase::CircuitOpen)
+        {
+            return hold.clone();
         }
         if let Some(held) = &self.held
             && matches!(

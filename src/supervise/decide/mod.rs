@@ -7,6 +7,7 @@
 mod failure;
 mod finish;
 mod member;
+mod outage;
 mod start;
 
 use std::sync::Arc;
@@ -42,6 +43,7 @@ pub fn decide(mut input: Input) -> Plan {
         stop_reason: None,
         creates_blocked: false,
         held: None,
+        outage_hold: None,
     };
     d.run();
     d.finish()
@@ -60,6 +62,8 @@ struct Decider<'a> {
     creates_blocked: bool,
     /// Why the agent's group holds back its next pod, if it does (the Ready condition's message).
     held: Option<String>,
+    /// Why an outage holds the agent's restart, if one does (the Ready condition's message).
+    outage_hold: Option<String>,
 }
 
 impl<'a> Decider<'a> {
@@ -132,6 +136,9 @@ impl<'a> Decider<'a> {
                 self.active(pod, manual.is_some())
             }
             Some(Phase::BackingOff) => {
+                if manual.is_none() && self.hold_pending() {
+                    return;
+                }
                 let due = self
                     .s
                     .next_restart_at
@@ -144,7 +151,11 @@ impl<'a> Decider<'a> {
                     self.plan.requeue_at = self.s.next_restart_at.as_ref().map(|t| t.0);
                 }
             }
-            Some(Phase::CircuitOpen) => self.circuit_open(manual.is_some()),
+            Some(Phase::CircuitOpen) => {
+                if self.held(manual.is_some()).is_none() {
+                    self.circuit_open(manual.is_some());
+                }
+            }
             Some(Phase::Stopped) => {
                 let rolled = pod.is_some_and(|p| !self.current_template(p));
                 if manual.is_some() {
@@ -175,6 +186,9 @@ impl<'a> Decider<'a> {
     fn circuit_open(&mut self, manual: bool) {
         let half_open_at = self.breaker().half_open_at.as_ref().map(|t| t.0);
         if half_open_at.is_none_or(|t| t <= self.now) || manual {
+            if !manual && self.probe_held() {
+                return;
+            }
             self.manual_event(manual);
             self.probe();
         } else {
