@@ -6,6 +6,7 @@ mod events;
 mod gather;
 pub mod groups;
 pub mod manifests;
+mod outages;
 mod policies;
 mod reconcile;
 mod status;
@@ -29,7 +30,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 pub use error::Error;
 pub use watch::WatchFaults;
 
-use crate::api::{AGENT_LABEL, Agent, MemberKey, MemberKind, RestartPolicy};
+use crate::api::{AGENT_LABEL, Agent, MemberKey, MemberKind, Outage, RestartPolicy};
 use crate::runtime::metrics::Metrics;
 use crate::runtime::server::Health;
 use groups::{GroupIndex, GroupObject};
@@ -236,26 +237,30 @@ async fn run_scope(
     // policy it uses (or its creation or deletion) recounts those policies' users.
     let (agent_tx, agent_changes) = channel::<AgentObject>();
     let (recount_tx, recounts) = mpsc::unbounded::<ObjectRef<PolicyObject>>();
-    let mut uses: HashMap<ObjectRef<AgentObject>, Option<String>> = HashMap::new();
+    let mut uses: HashMap<ObjectRef<AgentObject>, (Option<String>, OutageSignature)> =
+        HashMap::new();
     let agents = watches.spawn(
         format!("Agents in {within}"),
         api::<AgentObject>(&client, &scope),
         watcher::Config::default(),
         move |change| {
-            let (agent, used) = match change {
+            let (agent, used, signature) = match change {
                 Change::Applied(a) => {
                     let used = a.0.as_ref().ok().map(policy_name);
-                    (a, used)
+                    let signature = a.0.as_ref().ok().map(outage_signature).unwrap_or_default();
+                    (a, used, signature)
                 }
-                Change::Deleted(a) => (a, None),
+                Change::Deleted(a) => (a, None, OutageSignature::default()),
             };
             let key = ObjectRef::from(&agent);
-            let before = match &used {
-                Some(_) => uses.insert(key, used.clone()).flatten(),
-                None => uses.remove(&key).flatten(),
-            };
+            let (before, signed) = match &used {
+                Some(_) => uses.insert(key, (used.clone(), signature.clone())),
+                None => uses.remove(&key),
+            }
+            .unwrap_or_default();
             let namespace = agent.namespace().unwrap_or_default();
-            if before != used {
+            if before != used || signed != signature {
+                // Its policy counts its users and watches their failures for outages.
                 for name in [before, used].into_iter().flatten() {
                     let _ = recount_tx.unbounded_send(ObjectRef::new(&name).within(&namespace));
                 }
@@ -270,25 +275,33 @@ async fn run_scope(
     // creation or deletion) reconciles the Agents using it. Status writes reconcile nothing.
     let (policy_tx, policy_changes) = channel::<PolicyObject>();
     let (policy_spec_tx, policy_specs) = channel::<PolicyObject>();
-    let mut generations: HashMap<ObjectRef<PolicyObject>, Option<i64>> = HashMap::new();
+    let mut generations: HashMap<ObjectRef<PolicyObject>, (Option<i64>, Vec<Outage>)> =
+        HashMap::new();
     let policies = watches.spawn(
         format!("RestartPolicies in {within}"),
         api::<PolicyObject>(&client, &scope),
         watcher::Config::default(),
         move |change| {
-            let (policy, generation) = match change {
+            let (policy, seen) = match change {
                 Change::Applied(p) => {
+                    let outages =
+                        p.0.as_ref()
+                            .ok()
+                            .and_then(|p| p.status.as_ref())
+                            .map(|s| s.outages.clone())
+                            .unwrap_or_default();
                     let generation = p.meta().generation;
-                    (p, Some(generation))
+                    (p, Some((generation, outages)))
                 }
                 Change::Deleted(p) => (p, None),
             };
             let key = ObjectRef::from(&policy);
-            let before = match generation {
+            let before = match seen.clone() {
                 Some(g) => generations.insert(key, g),
                 None => generations.remove(&key),
             };
-            if before != generation {
+            // Its agents decide again when its spec changes, and when its outages do.
+            if before != seen {
                 let _ = policy_spec_tx.unbounded_send(policy.clone());
             }
             let _ = policy_tx.unbounded_send(policy);
@@ -343,6 +356,8 @@ async fn run_scope(
         () = shutdown.clone() => return,
     }
 
+    let (pod_store, lease_store) = (pods.clone(), leases.clone());
+    config.metrics.watch_policies(policies.clone());
     let context = Arc::new(Context {
         client: client.clone(),
         recorder: Recorder::new(client.clone(), Reporter::from(FIELD_MANAGER)),
@@ -374,7 +389,12 @@ async fn run_scope(
         policies,
         policy_changes,
         recounts,
-        agents.clone(),
+        policies::Caches {
+            agents: agents.clone(),
+            pods: pod_store,
+            leases: lease_store,
+        },
+        config.metrics.clone(),
         shutdown.clone(),
     );
     let group_controller = groups::controller(
@@ -414,6 +434,33 @@ fn log_outcome<K, E: std::fmt::Display>(
             tracing::debug!(kind, %object, "object gone before its reconcile")
         }
         Err(e) => tracing::warn!(kind, error = %e, "controller error"),
+    }
+}
+
+/// What of an Agent its policy's outage decision looks at: a change of any of it reconciles the
+/// policy. Progress of a running pod that is not written to the status (a Lease renewal) is
+/// polled by the decision while it probes.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct OutageSignature {
+    phase: Option<crate::api::Phase>,
+    attempt: u32,
+    failed_at: Option<jiff::Timestamp>,
+    ready: bool,
+}
+
+fn outage_signature(agent: &Agent) -> OutageSignature {
+    let Some(s) = agent.status.as_ref() else {
+        return OutageSignature::default();
+    };
+    OutageSignature {
+        phase: s.phase,
+        attempt: s.attempt,
+        failed_at: s.last_failure.as_ref().map(|f| f.time.0),
+        ready: crate::supervise::conditions::get(
+            &s.conditions,
+            crate::supervise::conditions::READY,
+        )
+        .is_some_and(|c| c.status == "True"),
     }
 }
 

@@ -1,5 +1,6 @@
-//! RestartPolicy status: `Accepted`, and how many Agents use the policy. Runs on the Agent
-//! controller's caches: it keeps none of its own.
+//! RestartPolicy status: `Accepted`, how many Agents use the policy, and its outages (the
+//! outage breaker's decision, `supervise::outage`). Runs on the Agent controller's caches: it
+//! keeps none of its own.
 
 use std::sync::Arc;
 
@@ -12,31 +13,46 @@ use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
-use super::{AgentObject, FIELD_MANAGER, PolicyObject, log_outcome, uses_policy};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+
+use super::{AgentObject, FIELD_MANAGER, PolicyObject, log_outcome, outages, uses_policy};
 use crate::api::RestartPolicyStatus;
+use crate::runtime::metrics::Metrics;
 use crate::supervise::conditions::{self, ACCEPTED, Desired};
+use crate::supervise::outage::decide_outages;
+
+/// What the policy controller reads: the Agent controller's caches.
+pub struct Caches {
+    pub agents: Store<AgentObject>,
+    pub pods: Store<Pod>,
+    pub leases: Store<Lease>,
+}
 
 struct Context {
     client: Client,
     recorder: Recorder,
-    agents: Store<AgentObject>,
+    caches: Caches,
+    metrics: Arc<Metrics>,
 }
 
-/// The policy status controller: reconciles a policy when it changes (`changes`) and when the
-/// number of its users may have changed (`recounts`: an Agent using it was created, deleted, or
-/// switched policy). An Agent's status writes recount nothing.
+/// The policy status controller: reconciles a policy when it changes (`changes`) and when what
+/// its users tell it may have changed (`recounts`: an Agent using it was created, deleted,
+/// switched policy, failed, or moved on).
 pub async fn controller(
     client: Client,
     policies: Store<PolicyObject>,
     changes: impl futures::Stream<Item = Result<PolicyObject, watcher::Error>> + Send + 'static,
     recounts: impl futures::Stream<Item = ObjectRef<PolicyObject>> + Send + 'static,
-    agents: Store<AgentObject>,
+    caches: Caches,
+    metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let context = Arc::new(Context {
         recorder: Recorder::new(client.clone(), Reporter::from(FIELD_MANAGER)),
         client,
-        agents,
+        caches,
+        metrics,
     });
     Controller::for_stream(changes, policies)
         .reconcile_on(recounts)
@@ -56,43 +72,58 @@ async fn reconcile(object: Arc<PolicyObject>, ctx: Arc<Context>) -> Result<Actio
     };
     let namespace = policy.namespace();
     let name = policy.name_any();
-    let agents = ctx
-        .agents
-        .state()
+    let objects = ctx.caches.agents.state();
+    let users: Vec<&crate::api::Agent> = objects
         .iter()
         .filter(|a| a.namespace() == namespace)
-        .filter(|a| a.0.as_ref().is_ok_and(|a| uses_policy(a, &name)))
-        .count();
+        .filter_map(|a| a.0.as_ref().ok())
+        .filter(|a| uses_policy(a, &name))
+        .collect();
     let generation = policy.metadata.generation.unwrap_or_default();
     let current = policy.status.clone().unwrap_or_default();
+    let now = jiff::Timestamp::now();
     let mut status = RestartPolicyStatus {
         observed_generation: Some(generation),
         conditions: current.conditions.clone(),
-        agents: u32::try_from(agents).unwrap_or(u32::MAX),
+        agents: u32::try_from(users.len()).unwrap_or(u32::MAX),
         outages: current.outages.clone(),
     };
-    let message = format!("in use by {agents} Agent(s)");
+    let message = format!("in use by {} Agent(s)", users.len());
     let desired = Desired {
         type_: ACCEPTED,
         status: true,
         reason: "Valid",
         message: &message,
     };
-    conditions::set(
-        &mut status.conditions,
-        desired,
-        generation,
-        jiff::Timestamp::now(),
-    );
+    conditions::set(&mut status.conditions, desired, generation, now);
+
+    let plan = outages::input(policy, &users, &ctx.caches.pods, &ctx.caches.leases, now)
+        .map(|input| decide_outages(&input))
+        .unwrap_or_default();
+    status.outages = plan.outages.clone();
+    match outages::condition(policy, &status.outages) {
+        Some((open, message)) => {
+            conditions::set(
+                &mut status.conditions,
+                outages::desired(open, &message),
+                generation,
+                now,
+            );
+        }
+        None => status.conditions.retain(|c| c.type_ != outages::OUTAGE),
+    }
     if status != current {
-        // Only the operator's own condition is applied: others' stay theirs.
-        status.conditions.retain(|c| c.type_ == ACCEPTED);
+        // Only the operator's own conditions are applied: others' stay theirs. The write is
+        // conditional on the policy as read, so outages are never decided twice on a stale cache.
+        status
+            .conditions
+            .retain(|c| c.type_ == ACCEPTED || c.type_ == outages::OUTAGE);
         let api: Api<crate::api::RestartPolicy> =
             Api::namespaced(ctx.client.clone(), &namespace.unwrap_or_default());
         let patch = json!({
             "apiVersion": "supervisor.dev/v1alpha1",
             "kind": "RestartPolicy",
-            "metadata": { "name": name },
+            "metadata": { "name": name, "resourceVersion": policy.resource_version() },
             "status": status,
         });
         api.patch_status(
@@ -102,7 +133,18 @@ async fn reconcile(object: Arc<PolicyObject>, ctx: Arc<Context>) -> Result<Actio
         )
         .await?;
     }
-    Ok(Action::await_change())
+    outages::publish(&ctx.recorder, policy, &plan.events).await;
+    ctx.metrics.observe_outages(&plan.events);
+    Ok(match plan.requeue_at {
+        Some(at) => {
+            let wait = (at - now)
+                .total(jiff::Unit::Millisecond)
+                .unwrap_or(0.0)
+                .max(0.0);
+            Action::requeue(std::time::Duration::from_millis(wait as u64 + 50))
+        }
+        None => Action::await_change(),
+    })
 }
 
 fn error_policy(policy: Arc<PolicyObject>, error: &kube::Error, _: Arc<Context>) -> Action {

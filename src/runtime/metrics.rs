@@ -15,7 +15,8 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::api::{Agent, AgentGroupStatus, AgentStatus, BreakerState, Phase};
+use crate::api::{Agent, AgentGroupStatus, AgentStatus, BreakerState, Phase, RestartPolicy};
+use crate::supervise::outage::OutageEvent;
 use crate::supervise::{EventReason, Plan};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -55,7 +56,9 @@ pub struct Metrics {
     pub reconcile_errors: Family<ReasonLabel, Counter>,
     pub group_restarts: Family<TriggerLabel, Counter>,
     pub group_escalations: Counter,
+    pub outage_events: Family<ReasonLabel, Counter>,
     agents: Arc<AgentCollector>,
+    policies: Arc<PolicyCollector>,
 }
 
 impl Default for Metrics {
@@ -80,10 +83,12 @@ impl Metrics {
             reconcile_errors: Family::default(),
             group_restarts: Family::default(),
             group_escalations: Counter::default(),
+            outage_events: Family::default(),
             agents: Arc::new(AgentCollector {
                 stores: Mutex::default(),
                 per_agent,
             }),
+            policies: Arc::new(PolicyCollector::default()),
         };
         registry.register(
             "crashes",
@@ -138,7 +143,13 @@ impl Metrics {
             "Times an AgentGroup gave up and escalated to its parent (or stopped, at the root)",
             metrics.group_escalations.clone(),
         );
+        registry.register(
+            "outage_events",
+            "Outage breaker transitions, by Event reason (OutageDetected, OutageProbe, OutageProbeFailed, OutageEnded)",
+            metrics.outage_events.clone(),
+        );
         registry.register_collector(Box::new(metrics.agents.clone()));
+        registry.register_collector(Box::new(metrics.policies.clone()));
         *metrics.registry.lock().expect("metrics lock") = registry;
         metrics
     }
@@ -146,6 +157,25 @@ impl Metrics {
     /// Counts agents by phase and breaker state from this store at every scrape.
     pub fn watch_agents(&self, store: Store<DeserializeGuard<Agent>>) {
         self.agents.stores.lock().expect("metrics lock").push(store);
+    }
+
+    /// Counts open outages from this store at every scrape.
+    pub fn watch_policies(&self, store: Store<DeserializeGuard<RestartPolicy>>) {
+        self.policies
+            .stores
+            .lock()
+            .expect("metrics lock")
+            .push(store);
+    }
+
+    /// Records what one outage decision did, once its status was written.
+    pub fn observe_outages(&self, events: &[OutageEvent]) {
+        for event in events {
+            let labels = ReasonLabel {
+                reason: event.reason.as_str().to_string(),
+            };
+            self.outage_events.get_or_create(&labels).inc();
+        }
     }
 
     /// The text exposition format.
@@ -293,8 +323,17 @@ impl Collector for AgentCollector {
         .iter()
         .map(|s| (s.as_str(), 0))
         .collect();
+        let mut held = 0i64;
         for agent in &agents {
             let status = agent.status.as_ref();
+            let outage = status.is_some_and(|s| {
+                s.phase == Some(Phase::CircuitOpen)
+                    && s.conditions.iter().any(|c| {
+                        c.type_ == crate::supervise::conditions::CIRCUIT_BREAKER_OPEN
+                            && c.reason == "Outage"
+                    })
+            });
+            held += i64::from(outage);
             if let Some(phase) = status.and_then(|s| s.phase) {
                 *phases.entry(phase.as_str()).or_default() += 1;
             }
@@ -323,6 +362,14 @@ impl Collector for AgentCollector {
                 state: state.to_string(),
             })?)?;
         }
+        let held_gauge = ConstGauge::new(held);
+        let metric = encoder.encode_descriptor(
+            "outage_held_agents",
+            "Agents whose restart is held by an open outage",
+            None,
+            held_gauge.metric_type(),
+        )?;
+        held_gauge.encode(metric)?;
         if self.per_agent {
             let mut family = encoder.encode_descriptor(
                 "agent_restarts",
@@ -343,5 +390,37 @@ impl Collector for AgentCollector {
             }
         }
         Ok(())
+    }
+}
+
+/// Open outages, counted from the policy caches at scrape time.
+#[derive(Debug, Default)]
+struct PolicyCollector {
+    stores: Mutex<Vec<Store<DeserializeGuard<RestartPolicy>>>>,
+}
+
+impl Collector for PolicyCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let open: usize = self
+            .stores
+            .lock()
+            .expect("metrics lock")
+            .iter()
+            .flat_map(|s| s.state())
+            .filter_map(|p| {
+                p.0.as_ref()
+                    .ok()
+                    .and_then(|p| p.status.as_ref())
+                    .map(|s| s.outages.len())
+            })
+            .sum();
+        let gauge = ConstGauge::new(i64::try_from(open).unwrap_or(i64::MAX));
+        let metric = encoder.encode_descriptor(
+            "outages_open",
+            "Open outages across all RestartPolicies",
+            None,
+            gauge.metric_type(),
+        )?;
+        gauge.encode(metric)
     }
 }

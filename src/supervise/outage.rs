@@ -405,8 +405,8 @@ impl AgentOutageView {
     ///
     /// Its failures are those that count: a failure restarted with backoff, or one held for an
     /// outage (restarts the agent asked to wait for, disruptions and stops are not outages).
-    /// Failures before its latest restart out of an outage are left out: an outage that ended
-    /// is not declared again from the failures it held.
+    /// Failures of attempts up to its latest restart out of an outage are left out: an outage
+    /// that ended is not declared again from the failures it held.
     pub fn of(
         agent: &Agent,
         pod: Option<&PodFacts>,
@@ -414,11 +414,12 @@ impl AgentOutageView {
     ) -> AgentOutageView {
         let unset = crate::api::AgentStatus::default();
         let s = agent.status.as_ref().unwrap_or(&unset);
+        // By attempt, not by time: a probe may fail within the second it was started.
         let released = s
             .restart_history
             .iter()
-            .filter(|r| r.trigger == Trigger::Outage)
-            .find_map(|r| r.restarted_at.as_ref().map(|t| t.0));
+            .find(|r| r.trigger == Trigger::Outage && r.restarted_at.is_some())
+            .map(|r| r.attempt);
         let failures = s
             .restart_history
             .iter()
@@ -440,7 +441,7 @@ impl AgentOutageView {
                     fresh: r.trigger != Trigger::Outage,
                 })
             })
-            .filter(|f| released.is_none_or(|r| f.at > r))
+            .filter(|f| released.is_none_or(|r| f.attempt > r))
             .collect();
         let pending = s
             .restart_history

@@ -11,6 +11,7 @@ mod groups;
 mod groups_escalation;
 mod heartbeat;
 mod operations;
+mod outage;
 mod restarts;
 mod shutdown;
 mod steady;

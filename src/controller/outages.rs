@@ -1,0 +1,138 @@
+//! The outage breaker's IO: the facts a policy's outage decision is made from (its agents, their
+//! pods and heartbeat Leases, from the caches), and its Events on the RestartPolicy.
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
+use tracing::warn;
+
+use crate::api::{Agent, RestartPolicy};
+use crate::supervise::classify::truncate_to;
+use crate::supervise::conditions::Desired;
+use crate::supervise::outage::{AgentOutageView, OutageEvent, OutageInput};
+use crate::supervise::{LeaseFacts, PodFacts};
+
+/// The type of the policy condition that says whether an outage is open.
+pub const OUTAGE: &str = "Outage";
+
+/// The outage decision's input for `policy`, used by `agents`; `None` when the policy has no
+/// outage detection and no open outage (nothing to decide).
+pub fn input(
+    policy: &RestartPolicy,
+    agents: &[&Agent],
+    pods: &Store<Pod>,
+    leases: &Store<Lease>,
+    now: jiff::Timestamp,
+) -> Option<OutageInput> {
+    let outages = policy
+        .status
+        .as_ref()
+        .map(|s| s.outages.clone())
+        .unwrap_or_default();
+    if policy.spec.outage.is_none() && outages.is_empty() {
+        return None;
+    }
+    let namespace = policy.namespace().unwrap_or_default();
+    let views = agents
+        .iter()
+        .map(|agent| {
+            let pod = agent
+                .status
+                .as_ref()
+                .and_then(|s| s.pod_name.as_ref())
+                .and_then(|name| pods.get(&ObjectRef::new(name).within(&namespace)))
+                .map(|p| PodFacts::from_pod(&p, agent.spec.agent_container.as_deref()));
+            let lease = agent
+                .spec
+                .heartbeat
+                .as_ref()
+                .and_then(|_| leases.get(&ObjectRef::new(&agent.name_any()).within(&namespace)))
+                .map(|l| LeaseFacts::from_lease(&l));
+            AgentOutageView::of(agent, pod.as_ref(), lease.as_ref())
+        })
+        .collect();
+    Some(OutageInput {
+        now,
+        config: policy.spec.outage.clone(),
+        reset_after: policy.spec.reset_after.as_std(),
+        max_hold: policy.spec.circuit_breaker.max_open_duration.as_std(),
+        outages,
+        agents: views,
+    })
+}
+
+/// The `Outage` condition for these open outages (`None`: the policy has no outage detection and
+/// none is open, so it carries no such condition).
+pub fn condition(policy: &RestartPolicy, outages: &[crate::api::Outage]) -> Option<(bool, String)> {
+    if outages.is_empty() {
+        return policy
+            .spec
+            .outage
+            .as_ref()
+            .map(|_| (false, "no open outage".to_string()));
+    }
+    let listed: Vec<String> = outages
+        .iter()
+        .take(3)
+        .map(|o| {
+            let what = match (&o.state, &o.probe_agent) {
+                (crate::api::OutageState::Probing, Some(agent)) => format!("agent {agent} probing"),
+                _ => match &o.next_probe_at {
+                    Some(at) => format!("holding, next probe at {}", at.0),
+                    None => "holding".to_string(),
+                },
+            };
+            format!(
+                "{} ({}, {} agents, {what})",
+                o.fingerprint, o.reason, o.agents
+            )
+        })
+        .collect();
+    let more = outages.len().saturating_sub(listed.len());
+    let tail = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    Some((
+        true,
+        format!(
+            "{} open outage(s): {}{tail}",
+            outages.len(),
+            listed.join("; ")
+        ),
+    ))
+}
+
+/// The desired `Outage` condition from [`condition`]'s result.
+pub fn desired(open: bool, message: &str) -> Desired<'_> {
+    Desired {
+        type_: OUTAGE,
+        status: open,
+        reason: if open { "OutageOpen" } else { "NoOutage" },
+        message,
+    }
+}
+
+/// Records the decision's Events on the policy, in order.
+pub async fn publish(recorder: &Recorder, policy: &RestartPolicy, events: &[OutageEvent]) {
+    let reference = policy.object_ref(&());
+    for event in events {
+        let kube_event = KubeEvent {
+            type_: if event.reason.is_warning() {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: event.reason.as_str().to_string(),
+            note: Some(truncate_to(event.note.clone(), 1024)),
+            action: event.reason.as_str().to_string(),
+            secondary: None,
+        };
+        if let Err(e) = recorder.publish(&kube_event, &reference).await {
+            warn!(reason = event.reason.as_str(), error = %e, "could not record an Event");
+        }
+    }
+}

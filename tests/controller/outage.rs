@@ -1,0 +1,292 @@
+//! The outage breaker against the real API server: many agents failing the same way hold their
+//! restarts behind one probe.
+
+use std::collections::BTreeMap;
+
+use agent_supervisor::api::{OutageState, Phase, RestartPolicy, Trigger};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::ListParams;
+use serde_json::json;
+
+use crate::setup;
+use crate::support::{Operator, TestNamespace, eventually};
+
+const REACT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A policy with a slow backoff (so no agent restarts on its own before the outage opens), no
+/// breaker, and an outage after `agents` agents within a minute, held `hold` before a probe.
+fn outage_policy(agents: u32, hold: &str) -> serde_json::Value {
+    json!({
+        "backoff": { "type": "Exponential", "initialDelay": "2m", "maxDelay": "5m", "jitter": 0.0 },
+        "resetAfter": "4s",
+        "circuitBreaker": { "failureThreshold": 0, "openDuration": "30s", "maxOpenDuration": "1m" },
+        "outage": { "agents": agents, "window": "1m", "holdFor": hold },
+    })
+}
+
+/// The provider's error, as each agent words it: the same failure, a different request id.
+fn provider_error(i: usize) -> String {
+    format!(
+        "LLM provider returned 503 Service Unavailable (request 3f2a9c1e-77b0-4c1d-9e8f-{i:012x}) after 1532 ms"
+    )
+}
+
+async fn agents_running(ns: &TestNamespace, names: &[String]) {
+    for name in names {
+        ns.create_agent(name, json!({ "restartPolicyRef": { "name": "llm" } }))
+            .await;
+    }
+    for name in names {
+        ns.wait_running(&format!("{name}-1")).await;
+    }
+}
+
+async fn policy(ns: &TestNamespace) -> RestartPolicy {
+    ns.api::<RestartPolicy>()
+        .get("llm")
+        .await
+        .expect("read policy")
+}
+
+/// The pods of each attempt number.
+async fn pods_by_attempt(ns: &TestNamespace) -> BTreeMap<u32, Vec<String>> {
+    let pods = ns
+        .api::<Pod>()
+        .list(&ListParams::default())
+        .await
+        .expect("list pods");
+    let mut by = BTreeMap::<u32, Vec<String>>::new();
+    for pod in pods.items {
+        let attempt = pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("supervisor.dev/attempt"))
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(0);
+        by.entry(attempt)
+            .or_default()
+            .push(pod.metadata.name.unwrap_or_default());
+    }
+    by
+}
+
+/// The Events on the policy, oldest first, as (reason, note).
+async fn policy_events(ns: &TestNamespace) -> Vec<(String, String)> {
+    let events: Api<Event> = ns.api();
+    let params = ListParams::default().fields("regarding.name=llm,regarding.kind=RestartPolicy");
+    let mut list = events.list(&params).await.expect("list events").items;
+    list.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
+    list.into_iter()
+        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect()
+}
+
+async fn wait_held(ns: &TestNamespace, names: &[String]) {
+    for name in names {
+        ns.wait_status_for(REACT, name, "held by the outage", |s| {
+            s.phase == Some(Phase::CircuitOpen)
+                && s.restart_history
+                    .first()
+                    .is_some_and(|r| r.trigger == Trigger::Outage && r.restarted_at.is_none())
+        })
+        .await;
+    }
+}
+
+/// Waits until the policy is probing, and returns the probe agent.
+async fn wait_probe(ns: &TestNamespace) -> String {
+    eventually(REACT, "a probe", || async {
+        let policy = policy(ns).await;
+        let outage = policy.status?.outages.into_iter().next()?;
+        (outage.state == OutageState::Probing).then_some(outage.probe_agent?)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn twenty_agents_failing_alike_open_one_outage_behind_one_probe() {
+    let (ns, _operator) = setup().await;
+    ns.create_policy("llm", outage_policy(5, "6s")).await;
+    let names: Vec<String> = (0..20).map(|i| format!("worker-{i}")).collect();
+    agents_running(&ns, &names).await;
+
+    for (i, name) in names.iter().enumerate() {
+        ns.terminate(&format!("{name}-1"), 1, "Error", &provider_error(i))
+            .await;
+    }
+    wait_held(&ns, &names).await;
+    let policy_now = policy(&ns).await;
+    let status = policy_now.status.expect("policy status");
+    assert_eq!(status.outages.len(), 1, "one outage: {:?}", status.outages);
+    let outage = &status.outages[0];
+    assert!(outage.agents >= 5, "{outage:?}");
+    let fingerprint = outage.fingerprint.clone();
+    let since = outage.since.clone();
+    let condition = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Outage")
+        .expect("Outage condition");
+    assert_eq!(condition.status, "True");
+    for name in &names {
+        let s = ns.status(name).await;
+        assert_eq!(
+            s.last_failure.as_ref().and_then(|f| f.fingerprint.clone()),
+            Some(fingerprint.clone()),
+            "{name}: the same fingerprint"
+        );
+        assert_eq!(
+            s.consecutive_failures, 0,
+            "{name}: a held failure counts toward nothing"
+        );
+        let c = s
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "CircuitBreakerOpen")
+            .unwrap();
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("True", "Outage"),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        pods_by_attempt(&ns).await.get(&2),
+        None,
+        "nothing restarted while holding"
+    );
+
+    // After holdFor: one probe, one restart.
+    let probe = wait_probe(&ns).await;
+    let probe_pod = format!("{probe}-2");
+    ns.wait_running(&probe_pod).await;
+    let by = pods_by_attempt(&ns).await;
+    assert_eq!(
+        by.get(&2),
+        Some(&vec![probe_pod.clone()]),
+        "exactly one probe"
+    );
+
+    // The probe runs for resetAfter: the outage ends, and everyone restarts, once.
+    eventually(REACT, "the outage to end", || async {
+        policy(&ns)
+            .await
+            .status
+            .filter(|s| s.outages.is_empty())
+            .map(|_| ())
+    })
+    .await;
+    for name in &names {
+        ns.wait_running(&format!("{name}-2")).await;
+    }
+    let by = pods_by_attempt(&ns).await;
+    assert_eq!(by.get(&2).map(Vec::len), Some(20));
+    assert_eq!(by.get(&3), None, "nobody restarted twice");
+    for name in &names {
+        let s = ns.status(name).await;
+        assert_eq!(s.restart_count, 1, "{name}");
+        assert!(
+            s.recent_restarts.is_empty(),
+            "{name}: counted toward no limit"
+        );
+        assert_eq!(s.restart_history[0].trigger, Trigger::Outage, "{name}");
+    }
+    let reasons: Vec<String> = policy_events(&ns)
+        .await
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect();
+    assert_eq!(
+        reasons.iter().filter(|r| *r == "OutageDetected").count(),
+        1,
+        "{reasons:?}"
+    );
+    assert_eq!(
+        reasons.iter().filter(|r| *r == "OutageEnded").count(),
+        1,
+        "{reasons:?}"
+    );
+    assert!(reasons.iter().any(|r| r == "OutageProbe"), "{reasons:?}");
+    let status = policy(&ns).await.status.unwrap();
+    let condition = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Outage")
+        .unwrap();
+    assert_eq!(condition.status, "False");
+    let _ = since;
+}
+
+#[tokio::test]
+async fn a_probe_failing_alike_doubles_the_hold_and_an_operator_killed_mid_outage_resumes_it() {
+    let ns = TestNamespace::new().await;
+    crate::support::install_crds(&ns.client).await;
+    let operator = Operator::start(&ns.name).await;
+    ns.create_policy("llm", outage_policy(3, "5s")).await;
+    let names: Vec<String> = (0..5).map(|i| format!("caller-{i}")).collect();
+    agents_running(&ns, &names).await;
+    for (i, name) in names.iter().enumerate() {
+        ns.terminate(&format!("{name}-1"), 1, "Error", &provider_error(i))
+            .await;
+    }
+    wait_held(&ns, &names).await;
+    let first = policy(&ns).await.status.unwrap().outages[0].clone();
+
+    // Killed while holding: the new operator keeps the outage as it was.
+    operator.kill().await;
+    let _operator = Operator::start(&ns.name).await;
+    let probe = wait_probe(&ns).await;
+    let probing = policy(&ns).await.status.unwrap().outages[0].clone();
+    assert_eq!(probing.since, first.since, "the same outage, resumed");
+    assert_eq!(probing.fingerprint, first.fingerprint);
+    let started = probing.probe_started_at.clone().unwrap().0;
+    assert!(
+        started >= first.next_probe_at.clone().unwrap().0,
+        "not probed before the hold ended"
+    );
+
+    // The probe fails the same way: held again, for twice as long.
+    let probe_pod = format!("{probe}-2");
+    ns.wait_running(&probe_pod).await;
+    ns.terminate(&probe_pod, 1, "Error", &provider_error(99))
+        .await;
+    let held = eventually(REACT, "the hold to double", || async {
+        let outage = policy(&ns).await.status?.outages.into_iter().next()?;
+        (outage.failed_probes == 1 && outage.state == OutageState::Holding).then_some(outage)
+    })
+    .await;
+    let next = held.next_probe_at.clone().unwrap().0;
+    let waited = (next - started).get_seconds();
+    assert!(
+        waited >= 10,
+        "held 2 × 5s after the failed probe: {waited}s"
+    );
+    ns.wait_status_for(REACT, &probe, "held again", |s| {
+        s.phase == Some(Phase::CircuitOpen) && s.attempt == 2
+    })
+    .await;
+    let by = pods_by_attempt(&ns).await;
+    assert_eq!(
+        by.get(&2),
+        Some(&vec![probe_pod.clone()]),
+        "only the probe restarted"
+    );
+    assert_eq!(by.get(&3), None);
+    let reasons: Vec<String> = policy_events(&ns)
+        .await
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect();
+    assert_eq!(
+        reasons.iter().filter(|r| *r == "OutageDetected").count(),
+        1,
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.iter().any(|r| r == "OutageProbeFailed"),
+        "{reasons:?}"
+    );
+}
