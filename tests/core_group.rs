@@ -9,6 +9,8 @@ mod build;
 mod lifecycle;
 #[path = "core_group/member.rs"]
 mod member;
+#[path = "core_group/outage.rs"]
+mod outage;
 
 use agent_supervisor::api::{
     GroupPhase, GroupRestartRecord, GroupTrigger, Phase, StartOrder, StopReason, Strategy, Time,

@@ -368,7 +368,7 @@ fn a_member_that_joins_running_keeps_running() {
 
 // --- What a group reads of its members, and a member of its group ----------------------------
 
-fn agent(suspend: bool, status: Option<AgentStatus>) -> Agent {
+pub(super) fn agent(suspend: bool, status: Option<AgentStatus>) -> Agent {
     let mut agent = Agent::new(
         "a",
         AgentSpec {
@@ -384,7 +384,11 @@ fn agent(suspend: bool, status: Option<AgentStatus>) -> Agent {
     agent
 }
 
-fn pending_record(attempt: u32, trigger: Trigger, reason: FailureReason) -> RestartRecord {
+pub(super) fn pending_record(
+    attempt: u32,
+    trigger: Trigger,
+    reason: FailureReason,
+) -> RestartRecord {
     RestartRecord {
         attempt,
         trigger,
@@ -401,7 +405,7 @@ fn pending_record(attempt: u32, trigger: Trigger, reason: FailureReason) -> Rest
     }
 }
 
-fn backing_off(attempt: u32, record: RestartRecord) -> AgentStatus {
+pub(super) fn backing_off(attempt: u32, record: RestartRecord) -> AgentStatus {
     AgentStatus {
         phase: Some(Phase::BackingOff),
         attempt,
