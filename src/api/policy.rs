@@ -36,6 +36,11 @@ use super::{Condition, FailureReason, conditions_schema};
     ),
     printcolumn(name = "Agents", type_ = "integer", json_path = ".status.agents"),
     printcolumn(
+        name = "Outage",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Outage\")].status"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"

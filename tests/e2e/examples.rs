@@ -1,5 +1,6 @@
 //! Every file in examples/ applied as it is, doing what its comment says.
 
+mod outage;
 mod team;
 
 use std::path::PathBuf;
@@ -48,6 +49,7 @@ async fn every_example_is_covered_here() {
         "crashing-agent.yaml",
         "heartbeat-agent.yaml",
         "memory-agent.yaml",
+        "outage.yaml", // tested in tests/e2e/examples/outage.rs
         "policy-exponential.yaml",
         "policy-linear.yaml",
         "policy-never.yaml",
