@@ -199,6 +199,41 @@ async fn invalid_restart_policies_are_rejected_with_a_message_naming_the_field()
             json!({ "rules": [{ "reasons": ["Error"] }] }),
             vec!["spec.rules[0].action", "Required value"],
         ),
+        (
+            "outage-one-agent",
+            json!({ "outage": { "agents": 1 } }),
+            vec!["spec.outage.agents", "greater than or equal to 2"],
+        ),
+        (
+            "outage-no-agents",
+            json!({ "outage": { "window": "1m" } }),
+            vec!["spec.outage.agents", "Required value"],
+        ),
+        (
+            "outage-too-many",
+            json!({ "outage": { "agents": 10001 } }),
+            vec!["spec.outage.agents", "less than or equal to 10000"],
+        ),
+        (
+            "outage-window-zero",
+            json!({ "outage": { "agents": 3, "window": "0s" } }),
+            vec!["spec.outage.window", "window must be longer than 0s"],
+        ),
+        (
+            "outage-hold-zero",
+            json!({ "outage": { "agents": 3, "holdFor": "0s" } }),
+            vec!["spec.outage.holdFor", "holdFor must be longer than 0s"],
+        ),
+        (
+            "outage-hold-words",
+            json!({ "outage": { "agents": 3, "holdFor": "a while" } }),
+            vec!["spec.outage.holdFor", "must be a duration"],
+        ),
+        (
+            "retry-after-words",
+            json!({ "maxRetryAfter": "forever" }),
+            vec!["spec.maxRetryAfter", "must be a duration"],
+        ),
     ];
     let mut failures = Vec::new();
     for (name, spec, expected) in cases {
@@ -232,6 +267,10 @@ async fn valid_policies_are_accepted_and_defaulted_by_the_server() {
             "never",
             json!({ "backoff": { "type": "Never" }, "circuitBreaker": { "failureThreshold": 0 } }),
         ),
+        (
+            "outage",
+            json!({ "outage": { "agents": 5 }, "maxRetryAfter": "15m" }),
+        ),
     ] {
         api.create(&PostParams::default(), &policy(name, spec))
             .await
@@ -247,6 +286,23 @@ async fn valid_policies_are_accepted_and_defaulted_by_the_server() {
         "window defaults to 1h"
     );
     assert_eq!(linear.backoff.max_delay.to_string(), "5m");
+    let outage = api.get("outage").await.expect("read back").spec;
+    let config = outage.outage.expect("outage kept");
+    assert_eq!(
+        (
+            config.agents,
+            config.window.to_string(),
+            config.hold_for.to_string()
+        ),
+        (5, "1m".to_string(), "5m".to_string()),
+        "window and holdFor default to 1m and 5m"
+    );
+    assert_eq!(outage.max_retry_after.to_string(), "15m");
+    assert_eq!(
+        empty.max_retry_after.to_string(),
+        "1h",
+        "maxRetryAfter defaults to 1h"
+    );
 }
 
 #[tokio::test]
@@ -392,6 +448,20 @@ async fn kubectl_explain_shows_the_field_docs() {
         assert!(
             backoff.contains(want),
             "explain restartpolicy.spec.backoff lacks {want:?}:\n{backoff}"
+        );
+    }
+    let outage = explain("restartpolicy.spec.outage");
+    for want in ["Distinct agents", "holdFor", "probe", "window"] {
+        assert!(
+            outage.contains(want),
+            "explain restartpolicy.spec.outage lacks {want:?}:\n{outage}"
+        );
+    }
+    let outages = explain("restartpolicy.status.outages");
+    for want in ["fingerprint", "probeAgent", "nextProbeAt", "Holding"] {
+        assert!(
+            outages.contains(want),
+            "explain restartpolicy.status.outages lacks {want:?}:\n{outages}"
         );
     }
     let status = explain("agent.status.restartHistory");
