@@ -290,7 +290,7 @@ fn rbac_is_exactly_what_the_operator_needs_in_both_modes() {
 
 /// The PrometheusRule's alerts, and a ServiceMonitor that selects the metrics Service's port.
 #[test]
-fn prometheus_rule_alerts_on_breakers_give_ups_and_flapping() {
+fn prometheus_rule_alerts_on_breakers_outages_give_ups_and_flapping() {
     let sets = ["prometheusRule.enabled=true,serviceMonitor.enabled=true"];
     let docs = documents(&template("ops", &sets));
     let rule = the(&docs, "PrometheusRule", "ops", RELEASE);
@@ -306,7 +306,11 @@ fn prometheus_rule_alerts_on_breakers_give_ups_and_flapping() {
     assert_eq!(
         alerts,
         [
-            (r#"agent_supervisor_agents{phase="CircuitOpen"} > 0"#, "5m"),
+            (
+                r#"agent_supervisor_agents{phase="CircuitOpen"} - ignoring(phase) agent_supervisor_outage_held_agents > 0"#,
+                "5m"
+            ),
+            ("agent_supervisor_outages_open > 0", "1m"),
             ("increase(agent_supervisor_give_ups_total[15m]) > 0", ""),
             ("increase(agent_supervisor_restarts_total[15m]) > 10", ""),
         ]
