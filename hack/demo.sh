@@ -64,8 +64,8 @@ kubectl apply -n "$ns" -f examples/
 for ((t = 0; t < watch_for; t += 15)); do
   sleep 15
   echo
-  echo "--- after $((t + 15))s: kubectl get agg,agents -n $ns"
-  kubectl get agg,agents -n "$ns"
+  echo "--- after $((t + 15))s: kubectl get agg,rsp,agents -n $ns"
+  kubectl get agg,rsp,agents -n "$ns"
 done
 
 show() {
@@ -76,9 +76,11 @@ show() {
 show agent crasher "crashes, backs off, trips the circuit breaker"
 show agent spender "ran out of budget: left alone"
 show agg crew "restarts the tool server and the workers after it; gives up, and the team restarts it"
+show rsp llm-provider "four agents failed with one provider error: one outage, one probe at a time"
+show agent caller-4 "its restart is held by the outage"
 echo
-echo "\$ curl -s 127.0.0.1:$port/metrics | grep -E '^agent_supervisor_(agents|restarts_total|breaker_trips_total|group_restarts_total|group_escalations_total)'"
-curl -s "http://127.0.0.1:$port/metrics" | grep -E '^agent_supervisor_(agents|restarts_total|breaker_trips_total|group_restarts_total|group_escalations_total)' || true
+echo "\$ curl -s 127.0.0.1:$port/metrics | grep -E '^agent_supervisor_(agents|restarts_total|breaker_trips_total|group_restarts_total|group_escalations_total|outages_open|outage_held_agents|outage_events_total)'"
+curl -s "http://127.0.0.1:$port/metrics" | grep -E '^agent_supervisor_(agents|restarts_total|breaker_trips_total|group_restarts_total|group_escalations_total|outages_open|outage_held_agents|outage_events_total)' || true
 
 echo
 if [[ "${KEEP:-}" == 1 ]]; then
