@@ -255,7 +255,7 @@ async fn give_up_reset(run: &Run) {
 
 /// `agent` ran attempt 2 after exactly one restart, recorded once with `trigger`, and no pod
 /// but its first two was ever created.
-fn restarted_once(end: &End, agent: &str, trigger: Trigger) -> Vec<String> {
+pub(crate) fn restarted_once(end: &End, agent: &str, trigger: Trigger) -> Vec<String> {
     let a = end.agent(agent);
     let mut problems = Vec::new();
     expect(

@@ -4,7 +4,8 @@
 //! in the uninterrupted run's state, with at most one live pod per Agent and no pod created
 //! twice at every moment, and no Agent's or group's counters ever going back.
 //!
-//! Scenarios have one agent, or several agents and their groups (`groups.rs`): there, a crash
+//! Scenarios have one agent, several agents sharing an outage (`outage.rs`), or several agents
+//! and their groups (`groups.rs`): there, a crash
 //! can fall between any two writes of a group restart (the crashed member's status, the
 //! group's orders, each sibling's status and pod), and the restart must still happen exactly
 //! once for every member.
@@ -27,6 +28,7 @@ mod groups;
 mod layer;
 mod monitor;
 mod normal;
+mod outage;
 mod scenarios;
 mod steps;
 
@@ -90,6 +92,11 @@ async fn group_escalation() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn group_give_up_reset() {
     explore(&groups::GROUP_RESET).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outage_hold_probe_release() {
+    explore(&outage::OUTAGE).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -156,8 +156,9 @@ fn membership(group: &Option<GroupMembership>) -> Option<(String, Option<String>
 
 /// One restart history entry without its timestamps and run time. The chosen backoff stays:
 /// the scenarios' policies have no jitter, so it is exact — except a group restart's, which is
-/// the time left, when the member stopped, until the crashed member's restart is due: measured
-/// off the clock, and left out. `restartedAt` is kept as a flag — whether the restart was
+/// the time left, when the member stopped, until the crashed member's restart is due, and a
+/// restart held by an outage's, which is how long it was held: measured off the clock, and left
+/// out. `restartedAt` is kept as a flag — whether the restart was
 /// carried out.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Record {
@@ -248,7 +249,7 @@ impl Normal {
                     signal: r.signal,
                     backoff: r
                         .backoff
-                        .filter(|_| r.trigger != Trigger::Group)
+                        .filter(|_| !matches!(r.trigger, Trigger::Group | Trigger::Outage))
                         .map(|b| b.to_string()),
                     restarted: r.restarted_at.is_some(),
                 })

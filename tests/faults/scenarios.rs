@@ -248,7 +248,8 @@ async fn shutdown_external(run: &Run) {
 }
 
 /// Every scenario, for the runs that take them all.
-pub const ALL: [&Scenario; 12] = [
+pub const ALL: [&Scenario; 13] = [
+    &crate::outage::OUTAGE,
     &CRASH_RESTART,
     &MANUAL_RESTART,
     &ROLLOUT,

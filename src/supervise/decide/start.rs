@@ -157,6 +157,10 @@ impl Decider<'_> {
             .filter(|r| r.restarted_at.is_none())
         {
             pending.restarted_at = Some(Time(created));
+            if pending.trigger == Trigger::Outage && pending.backoff.is_none() {
+                // Held by an outage: it waited from its failure until the pod was created.
+                pending.backoff = pending.failed_at.as_ref().map(|t| span(t.0, created));
+            }
             let counted = counts(pending);
             self.count_restart(counted, created);
         } else if let Some(trigger) = origin.trigger {
