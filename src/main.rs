@@ -72,6 +72,10 @@ async fn main() -> anyhow::Result<()> {
         metrics,
         health: health.clone(),
         faults: controller::WatchFaults::default(),
+        budget: controller::budget::BudgetConfig {
+            rate: args.restart_rate,
+            burst: args.restart_burst,
+        },
     };
     if args.leader_elect {
         let namespace = args

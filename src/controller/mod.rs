@@ -1,6 +1,7 @@
 //! The IO shell: watches Agents and what they own, and for each change runs the pipeline
 //! gather → classify → decide (the pure core) → act → record.
 
+pub mod budget;
 mod error;
 mod events;
 mod gather;
@@ -57,6 +58,8 @@ pub struct Config {
     pub health: Arc<Health>,
     /// Faults injected into the watches; for tests.
     pub faults: WatchFaults,
+    /// How fast restarts may go (`--restart-rate`, `--restart-burst`).
+    pub budget: budget::BudgetConfig,
 }
 
 impl Default for Config {
@@ -69,6 +72,7 @@ impl Default for Config {
             metrics: Arc::default(),
             health: Arc::new(health),
             faults: WatchFaults::default(),
+            budget: budget::BudgetConfig::default(),
         }
     }
 }
@@ -83,6 +87,8 @@ pub struct Context {
     pub policies: Store<PolicyObject>,
     pub groups: Store<GroupObject>,
     pub metrics: Arc<Metrics>,
+    /// The restart budget, shared by every scope of the operator.
+    pub budget: Arc<budget::Budget>,
     retries: Retries,
     /// The last state of pods deleted since the cache saw them.
     gone: Arc<GonePods>,
@@ -145,10 +151,21 @@ pub async fn run(
         config.namespaces.iter().cloned().map(Some).collect()
     };
     let shutdown = Box::pin(shutdown).shared();
-    let tasks = scopes
-        .into_iter()
-        .map(|scope| run_scope(client.clone(), scope, &config, shutdown.clone()).boxed());
-    futures::future::join_all(tasks).await;
+    let budget = budget::Budget::new(config.budget);
+    let tasks = scopes.into_iter().map(|scope| {
+        run_scope(
+            client.clone(),
+            scope,
+            &config,
+            budget.clone(),
+            shutdown.clone(),
+        )
+        .boxed()
+    });
+    futures::join!(
+        futures::future::join_all(tasks),
+        budget.clone().dispatch(shutdown.clone())
+    );
 }
 
 fn api<K>(client: &Client, scope: &Option<String>) -> Api<K>
@@ -178,6 +195,7 @@ async fn run_scope(
     client: Client,
     scope: Option<String>,
     config: &Config,
+    budget: Arc<budget::Budget>,
     shutdown: impl Future<Output = ()> + Clone + Send + Sync + 'static,
 ) {
     let within = scope.as_deref().unwrap_or("all namespaces");
@@ -357,6 +375,11 @@ async fn run_scope(
     }
 
     let (pod_store, lease_store) = (pods.clone(), leases.clone());
+    // Restarts its predecessor just made use up the budget as they did; the agents the budget
+    // lets go are reconciled at once.
+    budget.seed(recent_restarts(&pods, config.budget));
+    let (granted_tx, granted) = mpsc::unbounded::<ObjectRef<AgentObject>>();
+    budget.register(scope.clone(), granted_tx);
     config.metrics.watch_policies(policies.clone());
     let context = Arc::new(Context {
         client: client.clone(),
@@ -367,6 +390,7 @@ async fn run_scope(
         policies: policies.clone(),
         groups: groups.clone(),
         metrics: config.metrics.clone(),
+        budget,
         retries: Retries::default(),
         gone,
     });
@@ -379,7 +403,7 @@ async fn run_scope(
         .watches_stream(policy_specs, move |policy: PolicyObject| {
             agents_using(&agent_store, &policy)
         })
-        .reconcile_on(agent_triggers)
+        .reconcile_on(futures::stream::select(agent_triggers, granted))
         .with_config(controller::Config::default().concurrency(config.concurrency))
         .graceful_shutdown_on(shutdown.clone())
         .run(reconcile::reconcile, error_policy, context)
@@ -406,6 +430,28 @@ async fn run_scope(
     );
     futures::join!(agent_controller, policy_controller, group_controller);
     drop(watches);
+}
+
+/// How long ago each restart pod in the cache was created, of those recent enough to weigh on
+/// the budget (within the time a full burst takes to refill).
+fn recent_restarts(pods: &Store<Pod>, budget: budget::BudgetConfig) -> Vec<Duration> {
+    let window = f64::from(budget.burst) / budget.rate.max(f64::MIN_POSITIVE);
+    let now = jiff::Timestamp::now();
+    pods.state()
+        .iter()
+        .filter(|p| {
+            p.labels()
+                .get(crate::api::ATTEMPT_LABEL)
+                .and_then(|a| a.parse::<u32>().ok())
+                .is_some_and(|a| a > 1)
+        })
+        .filter_map(|p| p.metadata.creation_timestamp.as_ref())
+        // Creation times are whole seconds: each may be up to a second later than it reads.
+        .map(|t| (now - t.0).total(jiff::Unit::Second).unwrap_or(0.0) - 1.0)
+        .map(|age| age.max(0.0))
+        .filter(|age| *age <= window)
+        .map(Duration::from_secs_f64)
+        .collect()
 }
 
 /// Forwards every change to `tx`.

@@ -11,6 +11,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use tracing::{info, instrument, warn};
 
+use super::budget::Admission;
 use super::error::{ActError, Error, GatherError, is_conflict, is_not_found};
 use super::gather::Source;
 use super::{AgentObject, Context, RESYNC, events, gather, manifests, status};
@@ -74,6 +75,16 @@ async fn reconcile_agent(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
         // first pod. Decide again once the cache has it.
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
+    if plan
+        .create_pod
+        .as_ref()
+        .is_some_and(|p| p.origin.trigger.is_some())
+        && let Some(wait) = over_budget(agent, ctx).await
+    {
+        // Nothing is done: the restart stays due in the status, and the budget wakes this agent
+        // when a token is its (the requeue is only a safety net).
+        return Ok(wait);
+    }
     let unset = AgentStatus::default();
     let before = agent.status.as_ref().unwrap_or(&unset);
     if plan.create_pod.is_some() || plan.delete_pod.is_some() || !plan.events.is_empty() {
@@ -129,6 +140,35 @@ async fn reconcile_agent(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
     }
     ctx.metrics.observe(before, &plan, now);
     Ok(requeue(&plan, now))
+}
+
+/// Asks the restart budget for a token for `agent`'s restart: `None` to go ahead, or the action
+/// while it waits. The first time it waits, a `RestartScheduled` Event says so.
+async fn over_budget(agent: &Agent, ctx: &Context) -> Option<Action> {
+    let key = ObjectRef::<super::AgentObject>::new(&agent.name_any())
+        .within(&agent.namespace().unwrap_or_default());
+    let Admission::Waiting { first, queued } = ctx.budget.acquire(&key) else {
+        return None;
+    };
+    if first {
+        ctx.metrics.restarts_delayed.inc();
+        let budget = ctx.budget.config;
+        let note = format!(
+            "Restart due now waits for the restart budget ({}/s, burst {}): {queued} restart(s) queued",
+            budget.rate, budget.burst
+        );
+        info!(queued, "restart waits for the budget");
+        let plan = Plan {
+            events: vec![supervise::Event {
+                reason: supervise::EventReason::RestartScheduled,
+                note,
+                pod: None,
+            }],
+            ..Plan::default()
+        };
+        events::publish(agent, &plan, ctx).await;
+    }
+    Some(Action::requeue(Duration::from_secs(60)))
 }
 
 /// The replacement of a running pod is refused: the pod keeps running, and the Agent says why

@@ -46,9 +46,28 @@ pub struct Args {
     #[arg(long, env = "CONCURRENCY", default_value_t = 16)]
     pub concurrency: u16,
 
+    /// Restarts a second the operator makes at most, on average, across all agents (shared
+    /// fairly between namespaces); restarts over it wait.
+    #[arg(long, env = "RESTART_RATE", default_value_t = 20.0, value_parser = positive_rate)]
+    pub restart_rate: f64,
+
+    /// Restarts the operator makes at once at most, before the rate applies.
+    #[arg(long, env = "RESTART_BURST", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    pub restart_burst: u32,
+
     /// Export agent_supervisor_agent_restarts with a label per agent (unbounded cardinality).
     #[arg(long, env = "PER_AGENT_METRICS", default_value_t = false, action = ArgAction::Set)]
     pub per_agent_metrics: bool,
+}
+
+/// A rate above zero, and finite.
+fn positive_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!(
+            "{s:?} is not a rate: write restarts a second above 0, such as 20 or 0.5"
+        )),
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -82,5 +101,26 @@ mod tests {
         assert_eq!(args.log_format, LogFormat::Json);
         assert_eq!(args.concurrency, 4);
         assert!(Args::try_parse_from(["agent-supervisor", "--log-format=xml"]).is_err());
+        let args = Args::try_parse_from(["agent-supervisor"]).unwrap();
+        assert_eq!((args.restart_rate, args.restart_burst), (20.0, 100));
+        let args = Args::try_parse_from([
+            "agent-supervisor",
+            "--restart-rate=0.5",
+            "--restart-burst=3",
+        ])
+        .unwrap();
+        assert_eq!((args.restart_rate, args.restart_burst), (0.5, 3));
+        for bad in [
+            "--restart-rate=0",
+            "--restart-rate=-1",
+            "--restart-rate=fast",
+            "--restart-rate=inf",
+            "--restart-burst=0",
+        ] {
+            assert!(
+                Args::try_parse_from(["agent-supervisor", bad]).is_err(),
+                "{bad}"
+            );
+        }
     }
 }

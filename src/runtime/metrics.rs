@@ -57,6 +57,7 @@ pub struct Metrics {
     pub group_restarts: Family<TriggerLabel, Counter>,
     pub group_escalations: Counter,
     pub outage_events: Family<ReasonLabel, Counter>,
+    pub restarts_delayed: Counter,
     agents: Arc<AgentCollector>,
     policies: Arc<PolicyCollector>,
 }
@@ -84,6 +85,7 @@ impl Metrics {
             group_restarts: Family::default(),
             group_escalations: Counter::default(),
             outage_events: Family::default(),
+            restarts_delayed: Counter::default(),
             agents: Arc::new(AgentCollector {
                 stores: Mutex::default(),
                 per_agent,
@@ -147,6 +149,11 @@ impl Metrics {
             "outage_events",
             "Outage breaker transitions, by Event reason (OutageDetected, OutageProbe, OutageProbeFailed, OutageEnded)",
             metrics.outage_events.clone(),
+        );
+        registry.register(
+            "restarts_delayed",
+            "Restarts that waited for the restart budget (--restart-rate, --restart-burst)",
+            metrics.restarts_delayed.clone(),
         );
         registry.register_collector(Box::new(metrics.agents.clone()));
         registry.register_collector(Box::new(metrics.policies.clone()));

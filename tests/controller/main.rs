@@ -5,6 +5,7 @@
 mod support;
 
 mod breaker;
+mod budget;
 mod failures;
 mod failures_io;
 mod groups;

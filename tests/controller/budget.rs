@@ -1,0 +1,241 @@
+//! The restart budget against the real API server: many agents crashing at once restart at the
+//! budget's pace, each exactly once; a storm in one namespace does not hold back another's lone
+//! restart; and a restarted operator does not hand out a fresh burst.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use agent_supervisor::controller::Config;
+use agent_supervisor::controller::budget::BudgetConfig;
+use agent_supervisor::runtime::metrics::Metrics;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::ListParams;
+use serde_json::json;
+
+use crate::support::{Operator, TestNamespace, eventually, install_crds};
+
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Restarts at once, not counted, nothing else in the way.
+fn immediate() -> serde_json::Value {
+    json!({
+        "backoff": { "type": "Immediate", "jitter": 0.0 },
+        "circuitBreaker": { "failureThreshold": 0 },
+    })
+}
+
+async fn operator(namespaces: &[&str], budget: BudgetConfig) -> (Operator, Arc<Metrics>) {
+    let metrics = Arc::new(Metrics::default());
+    let config = Config {
+        namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
+        metrics: metrics.clone(),
+        budget,
+        ..Config::default()
+    };
+    (
+        Operator::start_with_config(Operator::admin_client().await, config),
+        metrics,
+    )
+}
+
+/// Creates `n` agents under the Immediate policy and waits until all their first pods run.
+async fn agents_running(ns: &TestNamespace, prefix: &str, n: usize) -> Vec<String> {
+    ns.create_policy("now", immediate()).await;
+    let names: Vec<String> = (0..n).map(|i| format!("{prefix}-{i}")).collect();
+    for name in &names {
+        ns.create_agent(name, json!({ "restartPolicyRef": { "name": "now" } }))
+            .await;
+    }
+    eventually(SETTLE, &format!("{n} first pods running"), || async {
+        let running = pods(ns)
+            .await
+            .into_iter()
+            .filter(|p| p.attempt == 1 && p.phase.as_deref() == Some("Running"))
+            .count();
+        (running == n).then_some(())
+    })
+    .await;
+    names
+}
+
+struct PodSeen {
+    agent: String,
+    attempt: u32,
+    phase: Option<String>,
+    created: jiff::Timestamp,
+}
+
+async fn pods(ns: &TestNamespace) -> Vec<PodSeen> {
+    let list = ns
+        .api::<Pod>()
+        .list(&ListParams::default())
+        .await
+        .expect("list pods");
+    list.items
+        .into_iter()
+        .map(|p| {
+            let label = |k: &str| p.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned();
+            PodSeen {
+                agent: label("supervisor.dev/agent").unwrap_or_default(),
+                attempt: label("supervisor.dev/attempt")
+                    .and_then(|a| a.parse().ok())
+                    .unwrap_or(0),
+                phase: p.status.and_then(|s| s.phase),
+                created: p
+                    .metadata
+                    .creation_timestamp
+                    .map(|t| t.0)
+                    .unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
+/// Fails every agent's first pod, as the kubelet reports it.
+async fn crash_all(ns: &TestNamespace, names: &[String]) {
+    for name in names {
+        ns.terminate(&format!("{name}-1"), 1, "Error", "provider unreachable")
+            .await;
+    }
+}
+
+/// Waits until every agent has its second pod, and returns the second pods' creation times.
+async fn restarted(ns: &TestNamespace, names: &[String]) -> Vec<jiff::Timestamp> {
+    eventually(SETTLE, "every agent restarted", || async {
+        let second: Vec<jiff::Timestamp> = pods(ns)
+            .await
+            .into_iter()
+            .filter(|p| p.attempt == 2)
+            .map(|p| p.created)
+            .collect();
+        (second.len() >= names.len()).then_some(second)
+    })
+    .await
+}
+
+/// Each agent restarted exactly once: one second pod each, no third, restartCount 1.
+async fn each_restarted_once(ns: &TestNamespace, names: &[String]) {
+    let mut by_agent: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for p in pods(ns).await {
+        by_agent.entry(p.agent).or_default().push(p.attempt);
+    }
+    for name in names {
+        let mut attempts = by_agent.get(name).cloned().unwrap_or_default();
+        attempts.sort();
+        assert_eq!(attempts, [1, 2], "agent {name}: one restart");
+        let status = ns.status(name).await;
+        assert_eq!(status.restart_count, 1, "agent {name}");
+    }
+}
+
+/// Creates never exceeded the budget: in every window of whole seconds [a, b], at most
+/// burst + rate × (b − a + 1) (creation times are whole seconds, so one second of slack).
+fn within_budget(created: &[jiff::Timestamp], budget: BudgetConfig) -> Result<(), String> {
+    let mut seconds: Vec<i64> = created.iter().map(|t| t.as_second()).collect();
+    seconds.sort();
+    for (i, a) in seconds.iter().enumerate() {
+        for b in &seconds[i..] {
+            let n = seconds.iter().filter(|s| *s >= a && *s <= b).count() as f64;
+            let allowed = f64::from(budget.burst) + budget.rate * (b - a + 1) as f64;
+            if n > allowed {
+                return Err(format!(
+                    "{n} restarts from second {a} to {b}: more than {allowed} ({seconds:?})"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_crash_storm_restarts_at_the_budgets_pace_each_agent_once() {
+    let ns = TestNamespace::new().await;
+    install_crds(&ns.client).await;
+    let budget = BudgetConfig {
+        rate: 5.0,
+        burst: 10,
+    };
+    let (_operator, metrics) = operator(&[&ns.name], budget).await;
+    let names = agents_running(&ns, "storm", 150).await;
+
+    crash_all(&ns, &names).await;
+    let created = restarted(&ns, &names).await;
+    within_budget(&created, budget).unwrap();
+    let spread =
+        created.iter().max().unwrap().as_second() - created.iter().min().unwrap().as_second();
+    assert!(
+        spread >= 20,
+        "150 restarts at 5/s after a burst of 10 take about 28 s: {spread}s"
+    );
+    each_restarted_once(&ns, &names).await;
+    let delayed = metrics.restarts_delayed.get();
+    assert!(
+        (1..=names.len() as u64).contains(&delayed),
+        "restarts_delayed_total {delayed}"
+    );
+    let events = ns.events("storm-149").await;
+    assert!(
+        events
+            .iter()
+            .any(|(r, n)| r == "RestartScheduled" && n.contains("restart budget")),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn one_namespaces_storm_does_not_hold_back_anothers_lone_restart() {
+    let storm = TestNamespace::new().await;
+    let quiet = TestNamespace::new().await;
+    install_crds(&storm.client).await;
+    let budget = BudgetConfig {
+        rate: 2.0,
+        burst: 2,
+    };
+    let (_operator, _) = operator(&[&storm.name, &quiet.name], budget).await;
+    let many = agents_running(&storm, "many", 60).await;
+    let lone = agents_running(&quiet, "lone", 1).await;
+
+    crash_all(&storm, &many).await;
+    crash_all(&quiet, &lone).await;
+    let lone_at = restarted(&quiet, &lone).await[0];
+    let storm_created = restarted(&storm, &many).await;
+    let before = storm_created.iter().filter(|t| **t < lone_at).count();
+    // Round robin: the lone restart waits for at most one of the storm's per token. The storm
+    // had its burst and the few tokens of the time its 60 crashes took to report.
+    assert!(
+        before <= 15,
+        "{before} of the storm's 60 restarts went before the other namespace's lone one"
+    );
+    let after = storm_created.iter().filter(|t| **t > lone_at).count();
+    assert!(
+        after >= 40,
+        "the storm was still queued: {after} restarts after"
+    );
+    each_restarted_once(&storm, &many).await;
+    each_restarted_once(&quiet, &lone).await;
+}
+
+#[tokio::test]
+async fn a_restarted_operator_keeps_to_the_budget_and_restarts_each_agent_once() {
+    let ns = TestNamespace::new().await;
+    install_crds(&ns.client).await;
+    let budget = BudgetConfig {
+        rate: 2.0,
+        burst: 4,
+    };
+    let (operator_one, _) = operator(&[&ns.name], budget).await;
+    let names = agents_running(&ns, "queued", 30).await;
+
+    crash_all(&ns, &names).await;
+    // Some restarts done, most still waiting: the operator is killed.
+    eventually(SETTLE, "a few restarts", || async {
+        let n = pods(&ns).await.iter().filter(|p| p.attempt == 2).count();
+        (n >= 6).then_some(())
+    })
+    .await;
+    operator_one.kill().await;
+    let (_operator_two, _) = operator(&[&ns.name], budget).await;
+    let created = restarted(&ns, &names).await;
+    within_budget(&created, budget).unwrap();
+    each_restarted_once(&ns, &names).await;
+}
