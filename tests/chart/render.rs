@@ -171,6 +171,12 @@ fn values_schema_and_guards_reject_mistakes() {
         ("image.pullPolicy=Sometimes", "pullPolicy"),
         ("watchNamespaces={Team_A}", "watchNamespaces"),
         ("concurrency=0", "concurrency"),
+        ("restartBudget.rate=0", "rate"),
+        ("restartBudget.burst=0", "burst"),
+        (
+            "restartBudget.pace=3",
+            "additional properties 'pace' not allowed",
+        ),
         ("metrics.port=70000", "port"),
         (
             "leaderElection.enabled=false,replicaCount=2",
@@ -286,6 +292,21 @@ fn rbac_is_exactly_what_the_operator_needs_in_both_modes() {
         !args.iter().any(|a| a.starts_with("--leader-election-")),
         "{args:?}"
     );
+}
+
+/// The restart budget's values become the operator's flags.
+#[test]
+fn the_restart_budget_is_passed_to_the_operator() {
+    let namespace = "ops";
+    let defaults = operator_args(&documents(&template(namespace, &[])), namespace);
+    for flag in ["--restart-rate=20", "--restart-burst=100"] {
+        assert!(defaults.contains(&flag.to_string()), "{defaults:?}");
+    }
+    let sets = ["restartBudget.rate=5,restartBudget.burst=7"];
+    let set = operator_args(&documents(&template(namespace, &sets)), namespace);
+    for flag in ["--restart-rate=5", "--restart-burst=7"] {
+        assert!(set.contains(&flag.to_string()), "{set:?}");
+    }
 }
 
 /// The PrometheusRule's alerts, and a ServiceMonitor that selects the metrics Service's port.
