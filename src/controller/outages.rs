@@ -2,7 +2,7 @@
 //! pods and heartbeat Leases, from the caches), and its Events on the RestartPolicy.
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
@@ -129,7 +129,13 @@ pub async fn publish(recorder: &Recorder, policy: &RestartPolicy, events: &[Outa
             reason: event.reason.as_str().to_string(),
             note: Some(truncate_to(event.note.clone(), 1024)),
             action: event.reason.as_str().to_string(),
-            secondary: None,
+            secondary: event.agent.as_ref().map(|agent| ObjectReference {
+                api_version: Some(format!("{}/v1alpha1", crate::api::GROUP)),
+                kind: Some("Agent".into()),
+                name: Some(agent.clone()),
+                namespace: policy.namespace(),
+                ..ObjectReference::default()
+            }),
         };
         if let Err(e) = recorder.publish(&kube_event, &reference).await {
             warn!(reason = event.reason.as_str(), error = %e, "could not record an Event");

@@ -86,6 +86,9 @@ pub struct OutagePlan {
 pub struct OutageEvent {
     pub reason: OutageEventReason,
     pub note: String,
+    /// The agent it concerns (the probe), if any: a "related" object, so that Events about
+    /// different probes are told apart instead of counted as one.
+    pub agent: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -169,7 +172,11 @@ impl Decider<'_> {
                         o.fingerprint,
                         o.probe_agent.as_deref().unwrap_or_default()
                     );
-                    self.event(OutageEventReason::OutageEnded, note);
+                    self.event_on(
+                        OutageEventReason::OutageEnded,
+                        note,
+                        o.probe_agent.as_deref(),
+                    );
                     return None;
                 }
                 Probe::FailedAlike => {
@@ -182,7 +189,11 @@ impl Decider<'_> {
                         o.probe_agent.as_deref().unwrap_or_default(),
                         crate::api::Duration::from(hold)
                     );
-                    self.event(OutageEventReason::OutageProbeFailed, note);
+                    self.event_on(
+                        OutageEventReason::OutageProbeFailed,
+                        note,
+                        o.probe_agent.as_deref(),
+                    );
                     holding(&mut o, next);
                 }
                 Probe::Lost(why) => {
@@ -191,7 +202,11 @@ impl Decider<'_> {
                         o.fingerprint,
                         o.probe_agent.as_deref().unwrap_or_default()
                     );
-                    self.event(OutageEventReason::OutageProbe, note);
+                    self.event_on(
+                        OutageEventReason::OutageProbe,
+                        note,
+                        o.probe_agent.as_deref(),
+                    );
                     holding(&mut o, self.now);
                 }
             }
@@ -223,7 +238,8 @@ impl Decider<'_> {
             "Outage {}: restarting agent {} as a probe ({held} agent(s) held)",
             o.fingerprint, probe.name
         );
-        self.event(OutageEventReason::OutageProbe, note);
+        let name = probe.name.clone();
+        self.event_on(OutageEventReason::OutageProbe, note, Some(&name));
         Some(o)
     }
 
@@ -359,7 +375,20 @@ impl Decider<'_> {
     }
 
     fn event(&mut self, reason: OutageEventReason, note: String) {
-        self.plan.events.push(OutageEvent { reason, note });
+        self.plan.events.push(OutageEvent {
+            reason,
+            note,
+            agent: None,
+        });
+    }
+
+    /// An Event about agent `agent`.
+    fn event_on(&mut self, reason: OutageEventReason, note: String, agent: Option<&str>) {
+        self.plan.events.push(OutageEvent {
+            reason,
+            note,
+            agent: agent.map(str::to_string),
+        });
     }
 
     fn requeue(&mut self, at: Timestamp) {
