@@ -1815,5 +1815,7 @@ fn an_own_shutdown_whose_second_write_was_lost_records_the_attempt_then() {
     assert_eq!(again.status.last_failure, Some(failure));
 }
 
+#[path = "core_decide/outage.rs"]
+mod outage;
 #[path = "core_decide/retry_after.rs"]
 mod retry_after;
