@@ -266,7 +266,7 @@ fn a_probe_that_runs_for_reset_after_ends_the_outage() {
     let mut agents = vec![running.clone()];
     agents.extend(others.clone());
     let waiting = decide(&input(150, agents.clone(), vec![o.clone()]));
-    assert_eq!(waiting.outages, [o.clone()]);
+    assert_eq!(waiting.outages, std::slice::from_ref(&o));
     assert_eq!(
         waiting.requeue_at,
         Some(t(162)),
