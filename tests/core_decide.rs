@@ -58,6 +58,21 @@ fn fast() -> RestartPolicySpec {
     }
 }
 
+/// `fast` with a restart limit of 1 and a breaker at 1: anything counted shows at once.
+fn strict() -> RestartPolicySpec {
+    RestartPolicySpec {
+        limits: Limits {
+            max_restarts: 1,
+            window: secs(86_400),
+        },
+        circuit_breaker: CircuitBreakerPolicy {
+            failure_threshold: 1,
+            ..CircuitBreakerPolicy::default()
+        },
+        ..fast()
+    }
+}
+
 fn named(policy: RestartPolicySpec) -> PolicyResolution {
     PolicyResolution::Named("fast".to_string(), policy)
 }

@@ -29,22 +29,47 @@ pub async fn publish(agent: &Agent, plan: &Plan, ctx: &Context) {
 /// A decision's Event as the API server takes it: the note cut to 1 KiB, the pod it concerns
 /// as the related object.
 fn to_kube_event(event: &Event, namespace: Option<String>) -> KubeEvent {
+    let related = event
+        .pod
+        .as_ref()
+        .map(|pod| related("v1", "Pod", pod, namespace));
+    kube_event(event.reason.as_str(), event.warning(), &event.note, related)
+}
+
+/// An Event as the API server takes it: `reason` (also its action), Warning or Normal, the note
+/// cut to 1 KiB, and the object it concerns besides the one it is about, if any.
+pub(crate) fn kube_event(
+    reason: &str,
+    warning: bool,
+    note: &str,
+    related: Option<ObjectReference>,
+) -> KubeEvent {
     KubeEvent {
-        type_: if event.warning() {
+        type_: if warning {
             EventType::Warning
         } else {
             EventType::Normal
         },
-        reason: event.reason.as_str().to_string(),
-        note: Some(truncate_to(event.note.clone(), NOTE_LIMIT)),
-        action: event.reason.as_str().to_string(),
-        secondary: event.pod.as_ref().map(|pod| ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Pod".into()),
-            name: Some(pod.clone()),
-            namespace,
-            ..ObjectReference::default()
-        }),
+        reason: reason.to_string(),
+        note: Some(truncate_to(note.to_string(), NOTE_LIMIT)),
+        action: reason.to_string(),
+        secondary: related,
+    }
+}
+
+/// A reference to `kind` `name` in `namespace`, as an Event's related object.
+pub(crate) fn related(
+    api_version: &str,
+    kind: &str,
+    name: &str,
+    namespace: Option<String>,
+) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(api_version.to_string()),
+        kind: Some(kind.to_string()),
+        name: Some(name.to_string()),
+        namespace,
+        ..ObjectReference::default()
     }
 }
 

@@ -10,7 +10,7 @@ use futures::StreamExt;
 use kube::api::{Patch, PatchParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
@@ -19,12 +19,10 @@ use tracing::{info, instrument, warn};
 
 use super::{AgentObject, FIELD_MANAGER, RESYNC, log_outcome};
 use crate::api::{AgentGroup, AgentGroupStatus, MemberKey, MemberKind};
-use crate::supervise::classify::truncate_to;
 use crate::supervise::group::{
     self, AgentView, ChildView, Directive, GroupFacts, GroupInput, GroupPlan, GroupSpecView,
     MemberFacts, MemberState, Membership, Related,
 };
-use k8s_openapi::api::core::v1::ObjectReference;
 
 /// An AgentGroup as watched: decoded, or the reason it cannot be (reported, and skipped).
 pub type GroupObject = DeserializeGuard<AgentGroup>;
@@ -349,29 +347,15 @@ async fn record(group: &AgentGroup, plan: &GroupPlan, ctx: &Context) -> Result<(
 async fn publish(group: &AgentGroup, plan: &GroupPlan, ctx: &Context) {
     let reference = group.object_ref(&());
     for event in &plan.events {
-        let kube_event = KubeEvent {
-            type_: if event.warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: event.reason.as_str().to_string(),
-            note: Some(truncate_to(event.note.clone(), 1024)),
-            action: event.reason.as_str().to_string(),
-            secondary: event.related.as_ref().map(|related| {
-                let (api_version, kind, name) = match related {
-                    Related::Pod(name) => ("v1", "Pod", name),
-                    Related::Group(name) => ("supervisor.dev/v1alpha1", "AgentGroup", name),
-                };
-                ObjectReference {
-                    api_version: Some(api_version.to_string()),
-                    kind: Some(kind.to_string()),
-                    name: Some(name.clone()),
-                    namespace: group.namespace(),
-                    ..ObjectReference::default()
-                }
-            }),
-        };
+        let related = event.related.as_ref().map(|related| {
+            let (api_version, kind, name) = match related {
+                Related::Pod(name) => ("v1", "Pod", name),
+                Related::Group(name) => ("supervisor.dev/v1alpha1", "AgentGroup", name),
+            };
+            super::events::related(api_version, kind, name, group.namespace())
+        });
+        let kube_event =
+            super::events::kube_event(event.reason.as_str(), event.warning, &event.note, related);
         if let Err(e) = ctx.recorder.publish(&kube_event, &reference).await {
             warn!(reason = event.reason.as_str(), error = %e, "could not record an Event");
         }

@@ -2,14 +2,13 @@
 //! pods and heartbeat Leases, from the caches), and its Events on the RestartPolicy.
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use tracing::warn;
 
 use crate::api::{Agent, RestartPolicy};
-use crate::supervise::classify::truncate_to;
 use crate::supervise::conditions::Desired;
 use crate::supervise::outage::{AgentOutageView, OutageEvent, OutageInput};
 use crate::supervise::{LeaseFacts, PodFacts};
@@ -120,23 +119,13 @@ pub fn desired(open: bool, message: &str) -> Desired<'_> {
 pub async fn publish(recorder: &Recorder, policy: &RestartPolicy, events: &[OutageEvent]) {
     let reference = policy.object_ref(&());
     for event in events {
-        let kube_event = KubeEvent {
-            type_: if event.reason.is_warning() {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: event.reason.as_str().to_string(),
-            note: Some(truncate_to(event.note.clone(), 1024)),
-            action: event.reason.as_str().to_string(),
-            secondary: event.agent.as_ref().map(|agent| ObjectReference {
-                api_version: Some(format!("{}/v1alpha1", crate::api::GROUP)),
-                kind: Some("Agent".into()),
-                name: Some(agent.clone()),
-                namespace: policy.namespace(),
-                ..ObjectReference::default()
-            }),
-        };
+        let related = event.agent.as_ref().map(|agent| {
+            let api_version = format!("{}/v1alpha1", crate::api::GROUP);
+            super::events::related(&api_version, "Agent", agent, policy.namespace())
+        });
+        let reason = event.reason.as_str();
+        let kube_event =
+            super::events::kube_event(reason, event.reason.is_warning(), &event.note, related);
         if let Err(e) = recorder.publish(&kube_event, &reference).await {
             warn!(reason = event.reason.as_str(), error = %e, "could not record an Event");
         }

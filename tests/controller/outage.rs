@@ -84,6 +84,15 @@ async fn policy_events(ns: &TestNamespace) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The reasons of the Events on the policy, oldest first.
+async fn policy_event_reasons(ns: &TestNamespace) -> Vec<String> {
+    policy_events(ns)
+        .await
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect()
+}
+
 async fn wait_held(ns: &TestNamespace, names: &[String]) {
     for name in names {
         ns.wait_status_for(REACT, name, "held by the outage", |s| {
@@ -194,11 +203,7 @@ async fn twenty_agents_failing_alike_open_one_outage_behind_one_probe() {
         );
         assert_eq!(s.restart_history[0].trigger, Trigger::Outage, "{name}");
     }
-    let reasons: Vec<String> = policy_events(&ns)
-        .await
-        .into_iter()
-        .map(|(r, _)| r)
-        .collect();
+    let reasons = policy_event_reasons(&ns).await;
     assert_eq!(
         reasons.iter().filter(|r| *r == "OutageDetected").count(),
         1,
@@ -275,11 +280,7 @@ async fn a_probe_failing_alike_doubles_the_hold_and_an_operator_killed_mid_outag
         "only the probe restarted"
     );
     assert_eq!(by.get(&3), None);
-    let reasons: Vec<String> = policy_events(&ns)
-        .await
-        .into_iter()
-        .map(|(r, _)| r)
-        .collect();
+    let reasons = policy_event_reasons(&ns).await;
     assert_eq!(
         reasons.iter().filter(|r| *r == "OutageDetected").count(),
         1,

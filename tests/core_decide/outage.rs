@@ -11,21 +11,6 @@ fn provider_fingerprint() -> String {
     fingerprint(FailureReason::Error, Some(1), Some(PROVIDER), &[])
 }
 
-/// A policy with a restart limit of 1 and a breaker at 1: anything counted shows at once.
-fn strict() -> RestartPolicySpec {
-    RestartPolicySpec {
-        limits: Limits {
-            max_restarts: 1,
-            window: secs(86_400),
-        },
-        circuit_breaker: CircuitBreakerPolicy {
-            failure_threshold: 1,
-            ..CircuitBreakerPolicy::default()
-        },
-        ..fast()
-    }
-}
-
 fn outage(fingerprint: &str) -> Outage {
     Outage {
         fingerprint: fingerprint.to_string(),

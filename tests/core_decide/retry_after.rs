@@ -5,20 +5,6 @@ use super::*;
 
 const RATE_LIMITED: &str = r#"{"retryAfter":"15m","reason":"rate limited"}"#;
 
-fn strict() -> RestartPolicySpec {
-    RestartPolicySpec {
-        limits: Limits {
-            max_restarts: 1,
-            window: secs(86_400),
-        },
-        circuit_breaker: CircuitBreakerPolicy {
-            failure_threshold: 1,
-            ..CircuitBreakerPolicy::default()
-        },
-        ..fast()
-    }
-}
-
 #[test]
 fn the_restart_waits_as_asked_and_counts_toward_nothing() {
     let mut sim = Sim::running(named(strict()));
