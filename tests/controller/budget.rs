@@ -152,11 +152,11 @@ async fn a_crash_storm_restarts_at_the_budgets_pace_each_agent_once() {
     let ns = TestNamespace::new().await;
     install_crds(&ns.client).await;
     let budget = BudgetConfig {
-        rate: 5.0,
+        rate: 8.0,
         burst: 10,
     };
     let (_operator, metrics) = operator(&[&ns.name], budget).await;
-    let names = agents_running(&ns, "storm", 150).await;
+    let names = agents_running(&ns, "storm", 200).await;
 
     crash_all(&ns, &names).await;
     let created = restarted(&ns, &names).await;
@@ -165,7 +165,7 @@ async fn a_crash_storm_restarts_at_the_budgets_pace_each_agent_once() {
         created.iter().max().unwrap().as_second() - created.iter().min().unwrap().as_second();
     assert!(
         spread >= 20,
-        "150 restarts at 5/s after a burst of 10 take about 28 s: {spread}s"
+        "200 restarts at 8/s after a burst of 10 take about 24 s: {spread}s"
     );
     each_restarted_once(&ns, &names).await;
     let delayed = metrics.restarts_delayed.get();
@@ -173,7 +173,7 @@ async fn a_crash_storm_restarts_at_the_budgets_pace_each_agent_once() {
         (1..=names.len() as u64).contains(&delayed),
         "restarts_delayed_total {delayed}"
     );
-    let events = ns.events("storm-149").await;
+    let events = ns.events("storm-199").await;
     assert!(
         events
             .iter()
@@ -187,28 +187,42 @@ async fn one_namespaces_storm_does_not_hold_back_anothers_lone_restart() {
     let storm = TestNamespace::new().await;
     let quiet = TestNamespace::new().await;
     install_crds(&storm.client).await;
+    // One restart a second: the storm's queue lasts about 30 s.
     let budget = BudgetConfig {
-        rate: 2.0,
-        burst: 2,
+        rate: 1.0,
+        burst: 1,
     };
     let (_operator, _) = operator(&[&storm.name, &quiet.name], budget).await;
-    let many = agents_running(&storm, "many", 60).await;
+    let many = agents_running(&storm, "many", 30).await;
     let lone = agents_running(&quiet, "lone", 1).await;
 
     crash_all(&storm, &many).await;
+    // The storm is queued (a few of its restarts are done) when the lone agent crashes.
+    eventually(SETTLE, "the storm under way", || async {
+        let n = pods(&storm).await.iter().filter(|p| p.attempt == 2).count();
+        (n >= 3).then_some(())
+    })
+    .await;
+    let crashed = jiff::Timestamp::now().as_second();
     crash_all(&quiet, &lone).await;
-    let lone_at = restarted(&quiet, &lone).await[0];
+    let lone_at = restarted(&quiet, &lone).await[0].as_second();
     let storm_created = restarted(&storm, &many).await;
-    let before = storm_created.iter().filter(|t| **t < lone_at).count();
-    // Round robin: the lone restart waits for at most one of the storm's per token. The storm
-    // had its burst and the few tokens of the time its 60 crashes took to report.
+    // First in, first out, the lone restart would wait behind the whole queue (about 25 more);
+    // taking turns, behind about one, plus what its own reconciles take on a busy machine.
+    let between = storm_created
+        .iter()
+        .filter(|t| t.as_second() > crashed && t.as_second() < lone_at)
+        .count();
     assert!(
-        before <= 15,
-        "{before} of the storm's 60 restarts went before the other namespace's lone one"
+        between <= 8,
+        "{between} of the storm's restarts went between the other namespace's crash and its restart"
     );
-    let after = storm_created.iter().filter(|t| **t > lone_at).count();
+    let after = storm_created
+        .iter()
+        .filter(|t| t.as_second() > lone_at)
+        .count();
     assert!(
-        after >= 40,
+        after >= 10,
         "the storm was still queued: {after} restarts after"
     );
     each_restarted_once(&storm, &many).await;
