@@ -232,10 +232,12 @@ async fn sequential_start_creates_each_pod_once_the_member_before_runs() {
         .await;
     assert_eq!(group.ready.as_deref(), Some("0/2"));
     let tools = ns
-        .wait_status("tools", "held by its group", |s| {
-            s.conditions
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.reason == "WaitingForGroup")
+        .wait_status("tools", "held by its group for the planner", |s| {
+            // Before the group's status lists it, the agent is held "waiting for group crew to
+            // take it in"; once listed, the hold names the member it waits for.
+            s.conditions.iter().any(|c| {
+                c.type_ == "Ready" && c.reason == "WaitingForGroup" && c.message.contains("planner")
+            })
         })
         .await;
     let ready = tools
@@ -243,7 +245,7 @@ async fn sequential_start_creates_each_pod_once_the_member_before_runs() {
         .iter()
         .find(|c| c.type_ == "Ready")
         .unwrap();
-    assert!(ready.message.contains("planner"), "{}", ready.message);
+    assert!(ready.message.contains("group crew"), "{}", ready.message);
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     assert_eq!(
         pod_names(&ns, false).await,
