@@ -1,6 +1,7 @@
 //! agent-supervisor: a Kubernetes operator that keeps long-running AI agents alive.
 
 pub mod api;
+pub mod cli;
 pub mod controller;
 pub mod runtime;
 pub mod supervise;
