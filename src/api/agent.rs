@@ -155,8 +155,10 @@ pub struct ClaimMetadata {
     )]
     pub name: String,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// Labels of the PersistentVolumeClaim.
     pub labels: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// Annotations of the PersistentVolumeClaim.
     pub annotations: BTreeMap<String, String>,
 }
 
@@ -245,6 +247,7 @@ pub struct AgentStatus {
     #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,
 
+    /// The generation of the spec the status was decided from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 
@@ -276,6 +279,7 @@ pub struct Failure {
     pub reason: FailureReason,
     pub class: FailureClass,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The agent container's exit code.
     pub exit_code: Option<i32>,
     /// The signal that killed the container (exit code − 128).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -287,6 +291,7 @@ pub struct Failure {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The pod of the attempt that failed.
     pub pod_name: Option<String>,
     /// How long the attempt ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -308,18 +313,23 @@ pub struct RestartRecord {
     /// What caused the restart.
     pub trigger: Trigger,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// When the attempt ended (absent for a restart nobody failed: manual, rollout, group).
     pub failed_at: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<FailureReason>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<FailureClass>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The agent container's exit code.
     pub exit_code: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The signal that killed the container (exit code − 128).
     pub signal: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The termination message or other detail, at most 1 KiB.
     pub message: Option<Arc<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// How long the attempt ran.
     pub ran_for: Option<Duration>,
     /// The failure's fingerprint (see `lastFailure.fingerprint`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -396,6 +406,7 @@ pub struct CircuitBreakerStatus {
     #[serde(default)]
     pub trips: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// When the breaker last opened.
     pub opened_at: Option<Time>,
     /// When the single probe restart happens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -435,6 +446,7 @@ pub struct Shutdown {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 1024))]
     pub message: Option<String>,
+    /// When the shutdown was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at: Option<Time>,
     /// Who decided: `TerminationMessage`, `Rule`, `Group`, or whoever else wrote it (at most 253

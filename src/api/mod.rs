@@ -6,6 +6,7 @@ pub mod duration;
 mod group;
 pub mod outage;
 mod policy;
+mod reference;
 
 pub use agent::*;
 pub use duration::Duration;
@@ -13,6 +14,7 @@ pub use group::*;
 pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 pub use outage::{Outage, OutagePolicy, OutageState};
 pub use policy::*;
+pub use reference::{field_paths, field_reference};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

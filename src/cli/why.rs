@@ -175,10 +175,11 @@ pub fn explain(facts: &Facts) -> Why {
                 .as_deref()
                 .map(|r| format!(": {}", one_line(r, 200)))
                 .unwrap_or_default();
+            // A message that is the typed termination message itself says nothing more.
             let message = shutdown
                 .message
                 .as_deref()
-                .filter(|m| !m.is_empty())
+                .filter(|m| !m.is_empty() && !m.trim_start().starts_with('{'))
                 .map(|m| format!(" ({})", one_line(m, 200)))
                 .unwrap_or_default();
             let source = shutdown
@@ -329,6 +330,22 @@ pub fn explain(facts: &Facts) -> Why {
                 Some(Trigger::RetryAfter) => format!(
                     "Agent {name} ended with {last_failure} and asked to be restarted later (retryAfter in its termination message); that counts toward no limit and not toward its circuit breaker."
                 ),
+                Some(Trigger::Group) => {
+                    let group = status
+                        .group
+                        .as_ref()
+                        .map(|g| format!(" {}", g.name))
+                        .unwrap_or_default();
+                    format!(
+                        "Agent {name}'s group{group} is restarting it together with a member that crashed; a restart the group orders counts toward none of the agent's own limits."
+                    )
+                }
+                Some(Trigger::Outage) => format!(
+                    "Agent {name}'s failure ({last_failure}) was held by an outage, which let it go: it restarts now, counted toward nothing."
+                ),
+                _ if last_failure.is_empty() => {
+                    format!("Agent {name} is waiting to be restarted.")
+                }
                 _ => {
                     let count = match status.consecutive_failures {
                         0 | 1 => String::new(),

@@ -104,6 +104,14 @@ pub enum OutageEventReason {
 }
 
 impl OutageEventReason {
+    /// Every reason, in declaration order.
+    pub const ALL: [OutageEventReason; 4] = [
+        OutageEventReason::OutageDetected,
+        OutageEventReason::OutageProbe,
+        OutageEventReason::OutageProbeFailed,
+        OutageEventReason::OutageEnded,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             OutageEventReason::OutageDetected => "OutageDetected",

@@ -84,6 +84,27 @@ pub enum EventReason {
 }
 
 impl EventReason {
+    /// Every reason, in declaration order.
+    pub const ALL: [EventReason; 17] = [
+        EventReason::PodCreated,
+        EventReason::Crashed,
+        EventReason::RestartScheduled,
+        EventReason::Restarted,
+        EventReason::HeartbeatLost,
+        EventReason::CircuitOpened,
+        EventReason::CircuitHalfOpen,
+        EventReason::CircuitClosed,
+        EventReason::RestartLimitExceeded,
+        EventReason::ShutdownRespected,
+        EventReason::PolicyNotFound,
+        EventReason::Suspended,
+        EventReason::ManualRestart,
+        EventReason::Reset,
+        EventReason::RolledOut,
+        EventReason::GroupGaveUp,
+        EventReason::GroupShutdown,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             EventReason::PodCreated => "PodCreated",

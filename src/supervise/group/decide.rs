@@ -60,6 +60,15 @@ pub enum GroupEventReason {
 }
 
 impl GroupEventReason {
+    /// Every reason, in declaration order.
+    pub const ALL: [GroupEventReason; 5] = [
+        GroupEventReason::GroupRestart,
+        GroupEventReason::GroupEscalated,
+        GroupEventReason::GroupShutdown,
+        GroupEventReason::MembersResolved,
+        GroupEventReason::Reset,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             GroupEventReason::GroupRestart => "GroupRestart",
