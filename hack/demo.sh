@@ -21,7 +21,7 @@ fi
 hack/cluster.sh up --dir "$dir"
 
 log "building the operator"
-cargo build --quiet --locked --bin agent-supervisor
+cargo build --quiet --locked --bin agent-supervisor --bin kubectl-agent
 log "installing the CRDs"
 kubectl apply --server-side --field-manager=agent-supervisor-demo -f crds/ >/dev/null
 for crd in agents.supervisor.dev restartpolicies.supervisor.dev agentgroups.supervisor.dev; do
@@ -82,10 +82,23 @@ echo
 echo "\$ curl -s 127.0.0.1:$port/metrics | grep -E '^agent_supervisor_(agents|restarts_total|breaker_trips_total|group_restarts_total|group_escalations_total|outages_open|outage_held_agents|outage_events_total)'"
 curl -s "http://127.0.0.1:$port/metrics" | grep -E '^agent_supervisor_(agents|restarts_total|breaker_trips_total|group_restarts_total|group_escalations_total|outages_open|outage_held_agents|outage_events_total)' || true
 
+# The plugin, as a person at a terminal would use it (kubectl runs kubectl-agent from the PATH).
+export PATH="$REPO_ROOT/target/debug:$PATH"
+plugin() {
+  echo
+  echo "\$ kubectl agent $* -n $ns"
+  kubectl agent "$@" -n "$ns"
+}
+plugin list
+plugin why crasher
+plugin history crasher
+plugin tree
+
 echo
 if [[ "${KEEP:-}" == 1 ]]; then
   echo "Everything keeps running. Reach it with:"
   echo "  eval \"\$(make -s cluster-env)\"; kubectl get agents -n $ns"
+  echo "  PATH=\"$REPO_ROOT/target/debug:\$PATH\" kubectl agent list -n $ns"
   echo "  curl 127.0.0.1:$port/metrics"
   echo "Stop it all with: make cluster-down"
 fi
