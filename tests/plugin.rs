@@ -211,6 +211,40 @@ async fn why_explains_each_phase_and_what_to_do() {
         ],
     );
 
+    // Held by an outage of its policy.
+    agent_with(
+        &ns,
+        "caller",
+        careful.clone(),
+        json!({
+            "phase": "CircuitOpen", "attempt": 1, "restartCount": 0,
+            "lastFailure": failure("Error", 1, "provider: 503", 20),
+            "conditions": [
+                condition("Ready", "False", "Outage",
+                    "held by RestartPolicy careful's outage 0123456789abcdef: next probe at 2026-11-22T15:00:00Z", -20),
+                condition("CircuitBreakerOpen", "True", "Outage", "held", -20),
+            ],
+        }),
+    )
+    .await;
+    let why = plugin(&ns, &["why", "caller"]);
+    assert_says(
+        &why,
+        &[
+            "Agent caller failed with Error, exit code 1",
+            "treats it as an outage of something they share",
+            "Its restart is held: held by RestartPolicy careful's outage 0123456789abcdef: next probe at 2026-11-22T15:00:00Z.",
+            "count toward no limit",
+            &format!("kubectl agent restart caller -n {n}"),
+        ],
+    );
+    let list = plugin(&ns, &["list"]);
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with("caller ") && l.contains("held by outage")),
+        "{list}"
+    );
+
     // Half-open: the probe runs.
     agent_with(
         &ns,

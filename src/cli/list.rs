@@ -27,6 +27,10 @@ pub struct Row {
     /// When the next restart is due: a scheduled restart, or the breaker's probe.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_restart_at: Option<Time>,
+    /// An outage holds the restart: it happens when the outage ends or picks this agent as
+    /// its probe (see the RestartPolicy's status).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub held_by_outage: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pod: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -80,6 +84,11 @@ pub fn row(agent: &Agent) -> Row {
             .as_ref()
             .and_then(|f| f.message.as_deref().map(str::to_string)),
         next_restart_at,
+        held_by_outage: status.phase == Some(Phase::CircuitOpen)
+            && status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.reason == "Outage"),
         pod: status.pod_name.clone(),
         group: status.group.as_ref().map(|g| g.name.clone()),
         created_at: agent.metadata.creation_timestamp.clone(),
@@ -134,18 +143,12 @@ pub fn render(rows: &[Row], layout: Layout, now: Timestamp, paint: Paint) -> Str
                 (Some(reason), None) => reason.clone(),
                 _ => "-".into(),
             });
-            cells.push(
-                r.next_restart_at
-                    .as_ref()
-                    .map(|t| {
-                        if seconds(now, t.0) < 0 {
-                            "due".to_string()
-                        } else {
-                            relative(now, t.0)
-                        }
-                    })
-                    .unwrap_or_else(|| "-".into()),
-            );
+            cells.push(match (&r.next_restart_at, r.held_by_outage) {
+                (_, true) => paint.yellow("held by outage"),
+                (Some(t), _) if seconds(now, t.0) < 0 => "due".to_string(),
+                (Some(t), _) => relative(now, t.0),
+                (None, _) => "-".into(),
+            });
             cells.push(
                 r.created_at
                     .as_ref()
