@@ -3,9 +3,10 @@
 use std::sync::Arc;
 
 use agent_supervisor::controller;
-use agent_supervisor::runtime::config::Args;
+use agent_supervisor::runtime::config::{Args, StatusAddr};
 use agent_supervisor::runtime::metrics::Metrics;
 use agent_supervisor::runtime::server::{self, Health};
+use agent_supervisor::runtime::status::{self, StatusSources};
 use agent_supervisor::runtime::{leader, telemetry};
 use anyhow::Context as _;
 use clap::Parser;
@@ -45,6 +46,14 @@ async fn main() -> anyhow::Result<()> {
     .with_context(|| format!("cannot serve metrics on {}", args.metrics_addr))?;
     info!(%addr, "serving /healthz, /readyz and /metrics");
 
+    let status = Arc::new(StatusSources::default());
+    if let StatusAddr(Some(addr)) = args.status_addr {
+        let (addr, _page) = status::serve(addr, status.clone(), until_stopped())
+            .await
+            .with_context(|| format!("cannot serve the status page on {addr}"))?;
+        info!(%addr, "serving the status page at /status and /status.json");
+    }
+
     let hostname = std::env::var("HOSTNAME").unwrap_or_else(|_| "agent-supervisor".into());
     let mut kube_config = kube::Config::infer()
         .await
@@ -76,6 +85,7 @@ async fn main() -> anyhow::Result<()> {
             rate: args.restart_rate,
             burst: args.restart_burst,
         },
+        status,
     };
     if args.leader_elect {
         let namespace = args

@@ -60,6 +60,8 @@ pub struct Config {
     pub faults: WatchFaults,
     /// How fast restarts may go (`--restart-rate`, `--restart-burst`).
     pub budget: budget::BudgetConfig,
+    /// Where the status page reads the caches from.
+    pub status: Arc<crate::runtime::status::StatusSources>,
 }
 
 impl Default for Config {
@@ -73,6 +75,7 @@ impl Default for Config {
             health: Arc::new(health),
             faults: WatchFaults::default(),
             budget: budget::BudgetConfig::default(),
+            status: Arc::default(),
         }
     }
 }
@@ -381,6 +384,8 @@ async fn run_scope(
     let (granted_tx, granted) = mpsc::unbounded::<ObjectRef<AgentObject>>();
     budget.register(scope.clone(), granted_tx);
     config.metrics.watch_policies(policies.clone());
+    config.status.watch_policies(policies.clone());
+    config.status.watch_groups(groups.clone());
     let context = Arc::new(Context {
         client: client.clone(),
         recorder: Recorder::new(client.clone(), Reporter::from(FIELD_MANAGER)),
@@ -395,6 +400,7 @@ async fn run_scope(
         gone,
     });
     config.metrics.watch_agents(agents.clone());
+    config.status.watch_agents(agents.clone());
     let agent_store = agents.clone();
     let agent_controller = Controller::for_stream(agent_changes, agents.clone())
         .owns_stream(pod_changes)

@@ -55,9 +55,27 @@ pub struct Args {
     #[arg(long, env = "RESTART_BURST", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     pub restart_burst: u32,
 
+    /// Where the read-only status page (/status, /status.json) is served; empty turns it off.
+    /// Loopback by default: reach it with `kubectl port-forward`.
+    #[arg(long, env = "STATUS_ADDR", default_value = "127.0.0.1:8081", value_parser = status_addr)]
+    pub status_addr: StatusAddr,
+
     /// Export agent_supervisor_agent_restarts with a label per agent (unbounded cardinality).
     #[arg(long, env = "PER_AGENT_METRICS", default_value_t = false, action = ArgAction::Set)]
     pub per_agent_metrics: bool,
+}
+
+/// An address to serve on, or none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatusAddr(pub Option<SocketAddr>);
+
+fn status_addr(s: &str) -> Result<StatusAddr, String> {
+    if s.trim().is_empty() {
+        return Ok(StatusAddr(None));
+    }
+    s.parse().map(|a| StatusAddr(Some(a))).map_err(|_| {
+        format!("{s:?} is not an address such as 127.0.0.1:8081 (empty turns the page off)")
+    })
 }
 
 /// A rate above zero, and finite.

@@ -4,4 +4,5 @@ pub mod config;
 pub mod leader;
 pub mod metrics;
 pub mod server;
+pub mod status;
 pub mod telemetry;
