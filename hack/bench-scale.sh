@@ -99,7 +99,7 @@ run_id=$(printf '%04x' $((RANDOM % 65536)))
 op_ns="bench-op-$run_id"
 port=$(free_port)
 measure operator "agent-supervisor/" "curl -sf http://127.0.0.1:$port/readyz" "$op_ns" -- \
-  "$bin/agent-supervisor" --leader-elect=false --namespaces="$op_ns-converge,$op_ns-storm" \
+  "$bin/agent-supervisor" --leader-elect=false --namespaces="$op_ns-converge,$op_ns-storm" --status-addr= \
   --metrics-addr="127.0.0.1:$port" --restart-rate="$RESTART_RATE" --restart-burst="$RESTART_BURST"
 bare_ns="bench-bare-$run_id"
 measure bare "bare-controller/" "[[ \$(grep -c '^ready' '$out/bare.log') -ge 2 ]]" "$bare_ns" -- \

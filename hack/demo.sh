@@ -37,8 +37,10 @@ if [[ -f "$dir/operator.pid" ]]; then
   rm -f "$dir/operator.pid"
 fi
 port=$(free_port)
+status_port=$(free_port)
 log "starting the operator (watching namespace $ns; log: $dir/logs/operator.log)"
 target/debug/agent-supervisor --namespaces="$ns" --leader-elect=false --metrics-addr="127.0.0.1:$port" \
+  --status-addr="127.0.0.1:$status_port" \
   >"$dir/logs/operator.log" 2>&1 &
 echo $! >"$dir/operator.pid"
 until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do
@@ -95,10 +97,14 @@ plugin history crasher
 plugin tree
 
 echo
+echo "The status page: http://127.0.0.1:$status_port/status (and /status.json)"
+curl -s "http://127.0.0.1:$status_port/status" | grep -o '<p id="summary">.*</p>' | sed -e 's/<[^>]*>//g' || true
+echo
 if [[ "${KEEP:-}" == 1 ]]; then
   echo "Everything keeps running. Reach it with:"
   echo "  eval \"\$(make -s cluster-env)\"; kubectl get agents -n $ns"
   echo "  PATH=\"$REPO_ROOT/target/debug:\$PATH\" kubectl agent list -n $ns"
   echo "  curl 127.0.0.1:$port/metrics"
+  echo "  open http://127.0.0.1:$status_port/status"
   echo "Stop it all with: make cluster-down"
 fi

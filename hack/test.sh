@@ -8,6 +8,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
 export PATH="$TOOLS_PATH:$PATH"
+# Headless Chromium renders the status page in its test.
+hack/chromium.sh
 
 if [[ -z "${TEST_KUBECONFIG:-}" ]]; then
   dir="$REPO_ROOT/target/test-cluster"

@@ -48,10 +48,13 @@ async fn main() -> anyhow::Result<()> {
 
     let status = Arc::new(StatusSources::default());
     if let StatusAddr(Some(addr)) = args.status_addr {
-        let (addr, _page) = status::serve(addr, status.clone(), until_stopped())
-            .await
-            .with_context(|| format!("cannot serve the status page on {addr}"))?;
-        info!(%addr, "serving the status page at /status and /status.json");
+        // The page is for people: an operator that cannot serve it still supervises.
+        match status::serve(addr, status.clone(), until_stopped()).await {
+            Ok((addr, _page)) => {
+                info!(%addr, "serving the status page at /status and /status.json")
+            }
+            Err(e) => tracing::error!(%addr, error = %e, "cannot serve the status page"),
+        }
     }
 
     let hostname = std::env::var("HOSTNAME").unwrap_or_else(|_| "agent-supervisor".into());

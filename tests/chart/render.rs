@@ -178,6 +178,7 @@ fn values_schema_and_guards_reject_mistakes() {
             "additional properties 'pace' not allowed",
         ),
         ("metrics.port=70000", "port"),
+        ("statusPage.addr=somewhere", "addr"),
         (
             "leaderElection.enabled=false,replicaCount=2",
             "needs leaderElection.enabled",
@@ -307,6 +308,30 @@ fn the_restart_budget_is_passed_to_the_operator() {
     for flag in ["--restart-rate=5", "--restart-burst=7"] {
         assert!(set.contains(&flag.to_string()), "{set:?}");
     }
+}
+
+/// The status page stays on loopback unless someone chooses otherwise, and can be turned off;
+/// it is never put behind the Service.
+#[test]
+fn the_status_page_is_on_loopback_by_default() {
+    let namespace = "ops";
+    let docs = documents(&template(namespace, &[]));
+    let args = operator_args(&docs, namespace);
+    assert!(
+        args.contains(&"--status-addr=127.0.0.1:8081".to_string()),
+        "{args:?}"
+    );
+    let service = the(&docs, "Service", namespace, &format!("{RELEASE}-metrics"));
+    let ports = serde_yaml::to_string(&service["spec"]["ports"]).unwrap();
+    assert!(
+        !ports.contains("8081"),
+        "the Service exposes no status port: {ports}"
+    );
+    let off = operator_args(
+        &documents(&template(namespace, &["statusPage.addr="])),
+        namespace,
+    );
+    assert!(off.contains(&"--status-addr=".to_string()), "{off:?}");
 }
 
 /// The PrometheusRule's alerts, and a ServiceMonitor that selects the metrics Service's port.

@@ -9,3 +9,4 @@ mod leader;
 mod metrics;
 mod process;
 mod rbac;
+mod status;

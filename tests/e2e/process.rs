@@ -55,6 +55,8 @@ pub async fn token_kubeconfig(ns: &TestNamespace, namespace: &str, account: &str
 pub struct OperatorProcess {
     child: Child,
     pub metrics_port: u16,
+    /// Where its status page is served (each process its own port, as tests run at once).
+    pub status_port: u16,
     pub log: PathBuf,
 }
 
@@ -63,10 +65,12 @@ impl OperatorProcess {
     /// identity), with `kubeconfig`.
     pub fn start(kubeconfig: &PathBuf, hostname: &str, args: &[&str]) -> OperatorProcess {
         let metrics_port = free_port();
+        let status_port = free_port();
         let log = kubeconfig.with_extension(format!("{hostname}.log"));
         let child = Command::new(env!("CARGO_BIN_EXE_agent-supervisor"))
             .args(args)
             .arg(format!("--metrics-addr=127.0.0.1:{metrics_port}"))
+            .arg(format!("--status-addr=127.0.0.1:{status_port}"))
             .env("KUBECONFIG", kubeconfig)
             .env("HOSTNAME", hostname)
             .env("RUST_LOG", "info,kube=warn")
@@ -77,6 +81,7 @@ impl OperatorProcess {
         OperatorProcess {
             child,
             metrics_port,
+            status_port,
             log,
         }
     }
@@ -144,7 +149,7 @@ fn free_port() -> u16 {
 }
 
 /// A plain HTTP/1.0 GET on loopback: (status code, body).
-async fn http_get(url: &str) -> Option<(u16, String)> {
+pub async fn http_get(url: &str) -> Option<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let rest = url.strip_prefix("http://")?;
     let (host, path) = rest.split_once('/')?;
