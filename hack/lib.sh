@@ -11,6 +11,7 @@ KUBERNETES_VERSION="v1.36.3"
 ETCD_VERSION="v3.6.16"
 KWOK_VERSION="v0.8.0"
 HELM_VERSION="v3.22.0"
+PROMETHEUS_VERSION="v3.15.0" # promtool; its Go module is v0.315.0
 
 # One bin dir per tool version, so a version bump rebuilds only that tool.
 tool_dir() { echo "$CACHE_DIR/tools/$1-$2"; }
@@ -18,8 +19,9 @@ KUBERNETES_BIN="$(tool_dir kubernetes "$KUBERNETES_VERSION")/bin"
 ETCD_BIN="$(tool_dir etcd "$ETCD_VERSION")/bin"
 KWOK_BIN="$(tool_dir kwok "$KWOK_VERSION")/bin"
 HELM_BIN="$(tool_dir helm "$HELM_VERSION")/bin"
+PROMETHEUS_BIN="$(tool_dir prometheus "$PROMETHEUS_VERSION")/bin"
 KWOK_STAGES="$(tool_dir kwok "$KWOK_VERSION")/stages"
-TOOLS_PATH="$KUBERNETES_BIN:$ETCD_BIN:$KWOK_BIN:$HELM_BIN"
+TOOLS_PATH="$KUBERNETES_BIN:$ETCD_BIN:$KWOK_BIN:$HELM_BIN:$PROMETHEUS_BIN"
 
 # A loopback port free right now.
 free_port() {

@@ -100,6 +100,9 @@ build kwok "$KWOK_VERSION" "$KWOK_BIN" "-s -w" sigs.k8s.io/kwok/cmd/kwok
 kwok_stages
 build helm "$HELM_VERSION" "$HELM_BIN" "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
   helm.sh/helm/v3/cmd/helm
+build prometheus "$PROMETHEUS_VERSION" "$PROMETHEUS_BIN" \
+  "-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v}" \
+  github.com/prometheus/prometheus/cmd/promtool
 build kubernetes "$KUBERNETES_VERSION" "$KUBERNETES_BIN" "$(k8s_ldflags)" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
   k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl

@@ -480,6 +480,17 @@ pub enum GroupTrigger {
 }
 
 impl GroupTrigger {
+    /// Every value, in declaration order.
+    pub const ALL: [GroupTrigger; 7] = [
+        GroupTrigger::Failure,
+        GroupTrigger::HeartbeatLost,
+        GroupTrigger::Disruption,
+        GroupTrigger::Escalation,
+        GroupTrigger::Group,
+        GroupTrigger::RetryAfter,
+        GroupTrigger::Outage,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             GroupTrigger::Failure => "Failure",

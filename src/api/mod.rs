@@ -71,6 +71,20 @@ pub enum FailureReason {
 }
 
 impl FailureReason {
+    /// Every value, in declaration order.
+    pub const ALL: [FailureReason; 10] = [
+        FailureReason::Error,
+        FailureReason::OomKilled,
+        FailureReason::Signal,
+        FailureReason::HeartbeatLost,
+        FailureReason::StartupTimeout,
+        FailureReason::Evicted,
+        FailureReason::Preempted,
+        FailureReason::NodeLost,
+        FailureReason::Completed,
+        FailureReason::Unknown,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             FailureReason::Error => "Error",
@@ -115,6 +129,14 @@ pub enum FailureClass {
 }
 
 impl FailureClass {
+    /// Every value, in declaration order.
+    pub const ALL: [FailureClass; 4] = [
+        FailureClass::Transient,
+        FailureClass::Disruption,
+        FailureClass::Shutdown,
+        FailureClass::Permanent,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             FailureClass::Transient => "Transient",

@@ -61,6 +61,17 @@ pub struct RecordError(#[source] pub kube::Error);
 
 impl Error {
     /// A short CamelCase name, for metric labels, logs and Event reasons.
+    /// Every value `reason` gives, for metrics that start at zero.
+    pub const REASONS: [&'static str; 7] = [
+        "ReadFailed",
+        "CreateFailed",
+        "PodRefused",
+        "DeleteFailed",
+        "NameTaken",
+        "StatusConflict",
+        "StatusWriteFailed",
+    ];
+
     pub fn reason(&self) -> &'static str {
         match self {
             Error::Gather(_) => "ReadFailed",

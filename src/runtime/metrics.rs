@@ -42,6 +42,15 @@ pub struct ReasonLabel {
     pub reason: String,
 }
 
+/// Why an agent is stopped: the `Ready` reasons of phase `Stopped` (`give_ups`' label).
+pub const GIVE_UP_REASONS: [&str; 5] = [
+    "RestartLimitExceeded",
+    "RestartPolicyNever",
+    "StoppedByRule",
+    "GroupGaveUp",
+    "GroupShutdown",
+];
+
 /// Every metric the operator exports.
 #[derive(Debug)]
 pub struct Metrics {
@@ -158,7 +167,42 @@ impl Metrics {
         registry.register_collector(Box::new(metrics.agents.clone()));
         registry.register_collector(Box::new(metrics.policies.clone()));
         *metrics.registry.lock().expect("metrics lock") = registry;
+        metrics.start_at_zero();
         metrics
+    }
+
+    /// Every series whose labels come from a closed set starts at 0, so it is exported before
+    /// its first event and `increase()` sees that first event (a series born at 1 shows no
+    /// increase, and an alert on it would miss the first give-up).
+    fn start_at_zero(&self) {
+        use crate::api::{FailureClass, FailureReason, GroupTrigger};
+        for reason in FailureReason::ALL {
+            for class in FailureClass::ALL {
+                let labels = FailureLabels {
+                    reason: reason.to_string(),
+                    class: class.as_str().to_string(),
+                };
+                let _ = self.crashes.get_or_create(&labels);
+            }
+        }
+        let reason = |r: &str| ReasonLabel {
+            reason: r.to_string(),
+        };
+        for r in GIVE_UP_REASONS {
+            let _ = self.give_ups.get_or_create(&reason(r));
+        }
+        for r in crate::controller::Error::REASONS {
+            let _ = self.reconcile_errors.get_or_create(&reason(r));
+        }
+        for r in crate::supervise::outage::OutageEventReason::ALL {
+            let _ = self.outage_events.get_or_create(&reason(r.as_str()));
+        }
+        for t in GroupTrigger::ALL {
+            let labels = TriggerLabel {
+                trigger: t.as_str().to_string(),
+            };
+            let _ = self.group_restarts.get_or_create(&labels);
+        }
     }
 
     /// Counts agents by phase and breaker state from this store at every scrape.
