@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod dashboard;
 mod examples;
 mod leader;
 mod metrics;

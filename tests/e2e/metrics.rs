@@ -123,4 +123,6 @@ async fn metrics_match_a_scripted_scenario() {
     };
     assert!(sample(&m, "agent_supervisor_reconcile_duration_seconds_count") > 0.0);
     assert!(!m.contains("agent=\""), "no per-agent labels by default");
+    // The dashboard and the alerts query only what this scrape exports.
+    crate::dashboard::check_against(&m);
 }
