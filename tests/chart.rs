@@ -1,5 +1,5 @@
 //! The Helm chart in charts/agent-supervisor: it lints clean and renders what the operator needs
-//! (render), its objects pass the real API server's validation and Pod Security "restricted"
+//! (render), its alerts fire when they should (alerts, with promtool), its objects pass the real API server's validation and Pod Security "restricted"
 //! (admission), and it installs, grants exactly enough, and uninstalls (install); the operator
 //! works with exactly those permissions (operator).
 
@@ -7,6 +7,8 @@ mod support;
 
 #[path = "chart/admission.rs"]
 mod admission;
+#[path = "chart/alerts.rs"]
+mod alerts;
 #[path = "chart/install.rs"]
 mod install;
 #[path = "chart/operator.rs"]
