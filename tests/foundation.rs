@@ -236,7 +236,8 @@ fn a_second_make_tools_builds_nothing() {
         .expect("run hack/tools.sh");
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "hack/tools.sh failed:\n{log}");
-    for tool in ["etcd", "kwok", "helm", "kubernetes"] {
+    let tools = ["etcd", "kwok", "helm", "prometheus", "kubernetes"];
+    for tool in tools {
         assert!(
             log.contains(&format!("==> {tool} v")) && !log.contains(&format!("{tool}: ")),
             "{log}"
@@ -244,7 +245,7 @@ fn a_second_make_tools_builds_nothing() {
     }
     assert_eq!(
         log.matches("cached in").count(),
-        4,
+        tools.len(),
         "every tool comes from the cache:\n{log}"
     );
     assert!(!log.contains("building"), "nothing is rebuilt:\n{log}");
