@@ -508,7 +508,10 @@ fn node_html(h: &mut String, node: &Node) {
     if let Some(ready) = &node.ready {
         h.push_str(&format!(" · ready {}", escape(ready)));
     }
-    h.push_str(&format!(" · {} restarts", node.restarts));
+    h.push_str(&match node.restarts {
+        1 => " · 1 restart".to_string(),
+        n => format!(" · {n} restarts"),
+    });
     if let Some(note) = &node.note {
         h.push_str(&format!(" <span class=\"note\">({})</span>", escape(note)));
     }
