@@ -272,6 +272,7 @@ fn input(status: AgentStatus, pod: Option<PodFacts>, lease: Option<LeaseFacts>) 
         status,
         policy: PolicyResolution::Named(POLICY.to_string(), policy()),
         pod,
+        previous: None,
         lease,
         group: None,
         outages: Vec::new(),
@@ -368,9 +369,12 @@ fn check_paths() {
     let plan = decide(crash_backoff());
     assert_eq!(plan.status.phase, Some(Phase::BackingOff));
     assert_eq!(plan.status.restart_history.len(), HISTORY_LIMIT as usize);
-    assert_eq!(
-        reasons(&crash_backoff()),
-        [EventReason::Crashed, EventReason::RestartScheduled]
+    // One Event for the crash, which says when the restart comes.
+    assert_eq!(reasons(&crash_backoff()), [EventReason::Crashed]);
+    assert!(
+        plan.events[0].note.contains("restarting"),
+        "{}",
+        plan.events[0].note
     );
 
     let plan = decide(half_open_probe_fails());
@@ -385,10 +389,7 @@ fn check_paths() {
     let plan = decide(heartbeat_lost());
     assert_eq!(plan.delete_pod, Some(pod_name(AGENT, ATTEMPT)));
     assert_eq!(plan.status.phase, Some(Phase::BackingOff));
-    assert_eq!(
-        reasons(&heartbeat_lost()),
-        [EventReason::HeartbeatLost, EventReason::RestartScheduled]
-    );
+    assert_eq!(reasons(&heartbeat_lost()), [EventReason::HeartbeatLost]);
 
     let plan = decide(shutdown_left_alone());
     assert_eq!(plan.status.phase, Some(Phase::Shutdown));

@@ -10,6 +10,7 @@
 #   BENCH_PROFILE      cargo profile of the binaries measured (default release)
 #   BENCH_KUBECONFIG   run on this cluster (a local control plane: its audit log is read from
 #                      logs/ next to the kubeconfig) instead of starting one
+#   CONCURRENCY        the operator's --concurrency (default: its own)
 #   BENCH_CHECK=1      fail unless every figure is present and sane (the smoke run of make test)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -28,6 +29,8 @@ PROFILE=${BENCH_PROFILE:-release}
 RESTART_RATE=${RESTART_RATE:-100000}
 RESTART_BURST=${RESTART_BURST:-100000}
 command="N=$N M=$M STORM=$STORM QUIET=$QUIET RESTART_RATE=$RESTART_RATE RESTART_BURST=$RESTART_BURST make bench-scale"
+# The operator reads CONCURRENCY (its --concurrency) from the environment as well.
+[[ -z "${CONCURRENCY:-}" ]] || command="CONCURRENCY=$CONCURRENCY $command"
 
 out="$REPO_ROOT/target/bench-scale"
 mkdir -p "$out"
@@ -69,8 +72,16 @@ fi
 audit_dir="$(dirname "$KUBECONFIG")/logs"
 [[ -f "$audit_dir/audit.log" ]] || die "no audit log at $audit_dir/audit.log"
 kubectl apply --server-side --force-conflicts -f crds/ >/dev/null
-kubectl wait --for condition=Established --timeout=60s \
-  crd/agents.supervisor.dev crd/restartpolicies.supervisor.dev >/dev/null
+# (Not `kubectl wait`: it fails, rather than waits, on a CRD that has no conditions yet.)
+for crd in agents.supervisor.dev restartpolicies.supervisor.dev; do
+  for _ in $(seq 120); do
+    # (A CRD with no conditions yet makes the filter an error: not established yet.)
+    established=$(kubectl get crd "$crd" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null || true)
+    [[ "$established" == True ]] && break
+    sleep 0.5
+  done
+  [[ "$established" == True ]] || die "CRD $crd not established after 60s"
+done
 
 # measure NAME USER_AGENT READY_CHECK NAMESPACE_PREFIX -- COMMAND...: starts the controller,
 # waits until READY_CHECK succeeds, runs the phases against it, stops it.

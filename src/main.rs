@@ -13,6 +13,12 @@ use clap::Parser;
 use tokio::sync::watch;
 use tracing::info;
 
+/// jemalloc rather than the C library's allocator: the caches' objects are freed and replaced as
+/// watch events arrive, from every worker thread, and glibc's per-thread arenas keep much of
+/// that freed memory.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -89,6 +95,7 @@ async fn main() -> anyhow::Result<()> {
             burst: args.restart_burst,
         },
         status,
+        ..controller::Config::default()
     };
     if args.leader_elect {
         let namespace = args

@@ -13,8 +13,8 @@ use agent_supervisor::supervise::conditions::{self, CIRCUIT_BREAKER_OPEN, POLICY
 use agent_supervisor::supervise::fingerprint::fingerprint;
 use agent_supervisor::supervise::observe::{ContainerFacts, ContainerPhase, PodPhase, Termination};
 use agent_supervisor::supervise::{
-    AgentFacts, EventReason, Input, LeaseFacts, NewPod, PodFacts, PodOrigin, PolicyResolution,
-    decide,
+    AgentFacts, EventReason, Input, LeaseFacts, NewPod, Options, PodFacts, PodOrigin,
+    PolicyResolution, decide_with,
 };
 use jiff::{SignedDuration, Timestamp};
 
@@ -105,6 +105,7 @@ fn breaker(status: &AgentStatus) -> CircuitBreakerStatus {
 /// The world one agent lives in. `step` decides and carries the plan out.
 struct Sim {
     input: Input,
+    options: Options,
 }
 
 impl Sim {
@@ -125,11 +126,24 @@ impl Sim {
                 status: AgentStatus::default(),
                 policy,
                 pod: None,
+                previous: None,
                 lease: None,
                 group: None,
                 outages: Vec::new(),
             },
+            // Most scenarios follow a failure and its restart as two decisions, as the
+            // operator makes them when the restart waits (for its backoff, or for the budget).
+            // `at_once` makes a restart due at once in the failure's own decision.
+            options: Options {
+                restart_at_once: false,
+            },
         }
+    }
+
+    /// Restarts due at once are made with the failure, as the operator makes them.
+    fn at_once(mut self) -> Sim {
+        self.options = Options::default();
+        self
     }
 
     /// An agent whose first pod was created at t(0) and has run, ready, since t(5).
@@ -157,12 +171,12 @@ impl Sim {
 
     /// Decides without carrying anything out.
     fn decide(&self) -> agent_supervisor::supervise::Plan {
-        decide(self.input.clone())
+        decide_with(self.input.clone(), self.options)
     }
 
     /// Decides and carries out the plan.
     fn step(&mut self) -> agent_supervisor::supervise::Plan {
-        let plan = decide(self.input.clone());
+        let plan = decide_with(self.input.clone(), self.options);
         self.input = apply(&self.input, &plan);
         plan
     }
@@ -431,10 +445,7 @@ fn a_crash_schedules_a_jittered_exponential_restart() {
             restarted_at: None,
         }]
     );
-    assert_eq!(
-        reasons(&plan),
-        [EventReason::Crashed, EventReason::RestartScheduled]
-    );
+    assert_eq!(reasons(&plan), [EventReason::Crashed]);
     assert!(plan.events[0].warning());
     assert!(
         plan.events[0].note.contains("exit code 1"),
@@ -443,9 +454,11 @@ fn a_crash_schedules_a_jittered_exponential_restart() {
     );
     assert!(plan.events[0].note.contains("RuntimeError: boom"));
     assert!(
-        plan.events[1].note.contains(&delay.to_string()),
-        "{:?}",
-        plan.events[1]
+        plan.events[0]
+            .note
+            .contains(&format!("restarting in {delay} at ")),
+        "one Event says what happens next: {:?}",
+        plan.events[0]
     );
     let ready = condition(s, READY);
     assert_eq!(
@@ -485,10 +498,7 @@ fn a_crash_schedules_a_jittered_exponential_restart() {
     assert_eq!(s.consecutive_failures, 1, "not healthy yet");
     assert_eq!(s.restart_history.len(), 1);
     assert_eq!(s.restart_history[0].restarted_at, Some(Time(due)));
-    assert_eq!(
-        reasons(&plan),
-        [EventReason::PodCreated, EventReason::Restarted]
-    );
+    assert_eq!(reasons(&plan), [EventReason::Restarted]);
 }
 
 #[test]
@@ -627,7 +637,7 @@ fn an_ignore_rule_restarts_at_once_without_counting() {
         assert_eq!(record.reason, Some(FailureReason::OomKilled));
         assert_eq!(record.backoff, Some(Duration::ZERO));
         assert_eq!(record.restarted_at, Some(time(now)));
-        assert!(reasons(&plan).contains(&EventReason::PodCreated));
+        assert!(reasons(&plan).contains(&EventReason::Restarted));
         now += 30;
     }
     // An ordinary crash is still within the limit: the ignored restarts did not count.
@@ -785,10 +795,7 @@ fn a_hung_pod_is_deleted_and_restarted_as_heartbeat_lost() {
     assert_eq!(failure.class, FailureClass::Transient);
     assert_eq!(failure.ran_for, Some(secs(126)));
     assert_eq!(s.restart_history[0].trigger, Trigger::HeartbeatLost);
-    assert_eq!(
-        reasons(&plan),
-        [EventReason::HeartbeatLost, EventReason::RestartScheduled]
-    );
+    assert_eq!(reasons(&plan), [EventReason::HeartbeatLost]);
     assert!(plan.events[0].warning());
 
     // The deleted pod is going: the restart still happens when due, and once.
@@ -996,11 +1003,7 @@ fn the_breaker_opens_probes_once_and_closes_after_a_healthy_probe() {
     assert_eq!(breaker(&probe.status).state, BreakerState::HalfOpen);
     assert_eq!(
         reasons(&probe),
-        [
-            EventReason::CircuitHalfOpen,
-            EventReason::PodCreated,
-            EventReason::Restarted
-        ]
+        [EventReason::CircuitHalfOpen, EventReason::Restarted]
     );
     assert_eq!(
         condition(&probe.status, CIRCUIT_BREAKER_OPEN).status,
@@ -1314,10 +1317,7 @@ fn a_restart_request_restarts_once_per_value_without_counting() {
         assert_eq!(created.attempt, attempt + 1);
         assert_eq!(created.origin.trigger, Some(Trigger::Manual));
         assert_eq!(created.origin.handled_restart.as_deref(), Some(value));
-        assert_eq!(
-            reasons(&plan),
-            [EventReason::PodCreated, EventReason::Restarted]
-        );
+        assert_eq!(reasons(&plan), [EventReason::Restarted]);
         let s = &plan.status;
         assert_eq!(s.handled_restart_request.as_deref(), Some(value));
         assert_eq!(s.restart_count, restarts + 1);
@@ -1834,3 +1834,121 @@ fn an_own_shutdown_whose_second_write_was_lost_records_the_attempt_then() {
 mod outage;
 #[path = "core_decide/retry_after.rs"]
 mod retry_after;
+
+// --- A restart due at once, made with its failure --------------------------------------------
+
+fn immediate() -> PolicyResolution {
+    named(RestartPolicySpec {
+        backoff: Backoff {
+            kind: BackoffType::Immediate,
+            ..fast().backoff
+        },
+        ..fast()
+    })
+}
+
+#[test]
+fn a_restart_due_at_once_is_made_with_the_failure_in_one_decision() {
+    let mut sim = Sim::running(immediate()).at_once();
+    let plan = sim.crash(40, 100);
+    let new = plan
+        .create_pod
+        .as_ref()
+        .expect("restarted in the same decision");
+    assert_eq!((new.name.as_str(), new.attempt), ("researcher-2", 2));
+    assert_eq!(new.origin.trigger, Some(Trigger::Failure));
+    assert_eq!(plan.delete_pod, None, "the pod has ended");
+    let s = &plan.status;
+    assert_eq!(s.phase, Some(Phase::Pending));
+    assert_eq!((s.attempt, s.restart_count), (2, 1));
+    assert_eq!(s.pod_name.as_deref(), Some("researcher-2"));
+    assert_eq!(s.next_restart_at, None);
+    assert_eq!(
+        s.last_failure.as_ref().map(|f| f.reason),
+        Some(FailureReason::Error)
+    );
+    let record = &s.restart_history[0];
+    assert_eq!(record.attempt, 1);
+    assert_eq!(record.failed_at, Some(time(100)));
+    assert_eq!(record.backoff, Some(secs(0)));
+    assert_eq!(record.restarted_at, Some(time(100)));
+    assert_eq!(
+        s.recent_restarts,
+        vec![time(100)],
+        "counted toward the limit"
+    );
+    // One Event tells of both, about the pod that ended.
+    assert_eq!(reasons(&plan), [EventReason::Crashed]);
+    assert!(plan.events[0].warning());
+    assert_eq!(plan.events[0].pod.as_deref(), Some("researcher-1"));
+    assert_eq!(
+        plan.events[0].note,
+        "Pod researcher-1 failed: Error (exit code 1): boom; restarted as pod researcher-2 (attempt 2, restart 1; failure 1 in a row)"
+    );
+    assert_eq!(plan.requeue_at, Some(t(100 + 600)), "the startup timeout");
+}
+
+#[test]
+fn made_at_once_or_in_two_decisions_a_restart_leaves_the_same_status() {
+    for policy in [immediate(), breaker_policy(), limited(2, 3600)] {
+        let mut once = Sim::running(policy.clone()).at_once();
+        let mut twice = Sim::running(policy.clone());
+        let mut now = 100;
+        for failure in 1..=4 {
+            let at_once = once.crash(now - 20, now);
+            let recorded = twice.crash(now - 20, now);
+            if recorded.status.next_restart_at == Some(time(now)) {
+                assert!(at_once.create_pod.is_some(), "failure {failure}");
+                let created = twice.step();
+                assert_eq!(created.create_pod, at_once.create_pod, "failure {failure}");
+            } else {
+                assert_eq!(
+                    at_once.create_pod, None,
+                    "failure {failure}: not due at once"
+                );
+                assert_eq!(reasons(&at_once), reasons(&recorded));
+            }
+            assert_eq!(once.status(), twice.status(), "failure {failure}");
+            if once.status().phase != Some(Phase::Pending) {
+                break;
+            }
+            now += 60;
+        }
+    }
+}
+
+#[test]
+fn a_restart_that_waits_is_not_made_with_the_failure() {
+    // A backoff: recorded, restarted when due.
+    let mut sim = Sim::running(named(fast())).at_once();
+    let plan = sim.crash(40, 100);
+    assert_eq!(plan.create_pod, None);
+    assert_eq!(plan.status.phase, Some(Phase::BackingOff));
+    assert_eq!(plan.status.next_restart_at, Some(time(110)));
+    assert_eq!(reasons(&plan), [EventReason::Crashed]);
+    assert!(
+        plan.events[0]
+            .note
+            .ends_with("restarting in 10s at 2025-06-01T12:01:50Z (failure 1 in a row)"),
+        "{}",
+        plan.events[0].note
+    );
+
+    // A member of a group: its group restarts it (and its siblings) together.
+    let mut sim = Sim::running(immediate()).at_once();
+    sim.input.group = Some(agent_supervisor::supervise::group::Directive {
+        group: "crew".to_string(),
+        listed: true,
+        ..Default::default()
+    });
+    let plan = sim.crash(40, 100);
+    assert_eq!(plan.create_pod, None, "{:?}", plan.events);
+    assert_eq!(plan.status.phase, Some(Phase::BackingOff));
+
+    // The budget has no token for it: the failure is recorded, the restart stays due.
+    let mut sim = Sim::running(immediate());
+    let plan = sim.crash(40, 100);
+    assert_eq!(plan.create_pod, None);
+    assert_eq!(plan.status.next_restart_at, Some(time(100)));
+    assert_eq!(reasons(&plan), [EventReason::Crashed]);
+}

@@ -170,6 +170,7 @@ impl Fleet {
             status: m.status.clone(),
             policy: PolicyResolution::Named("p".to_string(), self.policy.clone()),
             pod: m.pods.iter().max_by_key(|p| p.attempt).cloned(),
+            previous: None,
             lease: None,
             group: None,
             outages: self.outages.clone(),

@@ -13,8 +13,8 @@ use agent_supervisor::api::{
 use agent_supervisor::supervise::backoff;
 use agent_supervisor::supervise::observe::{ContainerFacts, ContainerPhase, PodPhase, Termination};
 use agent_supervisor::supervise::{
-    AgentFacts, EventReason, Input, LeaseFacts, Plan, PodFacts, PodOrigin, PolicyResolution,
-    decide, pod_name,
+    AgentFacts, EventReason, Input, LeaseFacts, Options, Plan, PodFacts, PodOrigin,
+    PolicyResolution, decide, decide_with, pod_name,
 };
 use jiff::{SignedDuration, Timestamp};
 use proptest::prelude::*;
@@ -38,6 +38,11 @@ fn t(secs: i64) -> Timestamp {
 // --- Strategies ------------------------------------------------------------------------------
 
 /// Any timestamp, weighted toward the present, with the extremes.
+/// `at` cut to its second, as status times are.
+fn t_whole(at: Timestamp) -> Timestamp {
+    Timestamp::from_second(at.as_second()).expect("in range")
+}
+
 fn arb_time() -> impl Strategy<Value = Timestamp> {
     prop_oneof![
         6 => (-200_000i64..200_000, 0..1_000_000_000i32)
@@ -647,12 +652,80 @@ fn arb_input() -> BoxedStrategy<Input> {
                     status,
                     policy,
                     pod,
+                    previous: None,
                     lease,
                     group: None,
                     outages: Vec::new(),
                 }
             },
         )
+        .boxed()
+}
+
+/// An agent alone whose running pod has just failed, under an `Immediate` policy (its rules,
+/// limits, breaker and history arbitrary): the shape in which a restart is made at once.
+fn arb_failed_alone() -> BoxedStrategy<Input> {
+    (
+        arb_input(),
+        arb_policy(),
+        1..=255i32,
+        arb_text(),
+        0..7200i64,
+    )
+        .prop_map(|(mut input, mut policy, code, message, ran)| {
+            policy.backoff.kind = BackoffType::Immediate;
+            // (A new pod given no time at all to start would be taken as hung at once.)
+            policy.startup_timeout = policy.startup_timeout.max(Duration::from_secs(1));
+            input.policy = PolicyResolution::Named("p".to_string(), policy);
+            input.group = None;
+            input.agent.suspend = false;
+            input.status.shutdown = None;
+            input.agent.restart_requested = input.status.handled_restart_request.clone();
+            input.agent.reset_requested = input.status.handled_reset_request.clone();
+            let attempt = input.status.attempt.clamp(1, u32::MAX - 1);
+            input.status.attempt = attempt;
+            input.status.phase = Some(Phase::Running);
+            // A pod runs with the breaker closed, or as its half-open probe.
+            if let Some(breaker) = input.status.circuit_breaker.as_mut()
+                && breaker.state == BreakerState::Open
+            {
+                breaker.state = BreakerState::HalfOpen;
+            }
+            let name = pod_name(&input.agent.name, attempt);
+            input.status.pod_name = Some(name.clone());
+            let started = input
+                .now
+                .checked_sub(SignedDuration::from_secs(ran))
+                .unwrap_or(input.now);
+            input.pod = Some(PodFacts {
+                name,
+                attempt,
+                template_hash: Some(input.agent.template_hash.clone()),
+                created_at: started,
+                deleting: false,
+                phase: PodPhase::Failed,
+                reason: None,
+                message: None,
+                disruption: None,
+                unschedulable: None,
+                ready: false,
+                containers: vec![ContainerFacts {
+                    name: "agent".to_string(),
+                    state: ContainerPhase::Terminated(Termination {
+                        exit_code: code,
+                        signal: None,
+                        reason: Some("Error".to_string()),
+                        message,
+                        started_at: Some(started),
+                        finished_at: Some(input.now),
+                    }),
+                }],
+                agent_container: None,
+                origin: Default::default(),
+            });
+            input.previous = None;
+            input
+        })
         .boxed()
 }
 
@@ -866,16 +939,70 @@ proptest! {
     }
 
     #[test]
-    fn a_failure_is_recorded_before_any_pod_replaces_it(input in arb_input()) {
+    fn a_failure_is_recorded_with_its_pod_only_for_a_restart_due_at_once(
+        input in prop_oneof![arb_input(), arb_failed_alone()]
+    ) {
         let plan = decide(input.clone());
+        if let Some(create) = &plan.create_pod
+            && plan.status.last_failure != input.status.last_failure
+        {
+            // The restart made at once after a failure, by an agent alone, whose pod ended.
+            prop_assert!(input.group.is_none());
+            prop_assert_eq!(&plan.delete_pod, &None);
+            prop_assert!(plan.record_shutdown.is_none());
+            prop_assert!(matches!(create.origin.trigger, Some(Trigger::Failure | Trigger::HeartbeatLost)));
+            let record = &plan.status.restart_history[0];
+            prop_assert_eq!(record.attempt, input.status.attempt);
+            prop_assert_eq!(record.backoff, Some(Duration::ZERO));
+            prop_assert_eq!(&record.restarted_at, &Some(Time(t_whole(input.now))));
+            let ended = input.pod.as_ref().expect("a pod ended");
+            prop_assert!(!ended.is_live());
+        }
+        // Otherwise a failure is written before any pod replaces it.
+        let options = Options { restart_at_once: false };
+        let plan = decide_with(input.clone(), options);
         if plan.create_pod.is_some() {
-            prop_assert_eq!(
-                &plan.status.last_failure,
-                &input.status.last_failure,
-                "a decision that creates a pod records no failure: the failure was written first"
-            );
+            prop_assert_eq!(&plan.status.last_failure, &input.status.last_failure);
             prop_assert!(plan.record_shutdown.is_none());
         }
+    }
+
+    #[test]
+    fn a_status_write_lost_after_a_restart_made_at_once_is_recovered(input in arb_failed_alone()) {
+        let plan = decide(input.clone());
+        let Some(create) = &plan.create_pod else { return Ok(()) };
+        if plan.status.last_failure == input.status.last_failure {
+            return Ok(());
+        }
+        // The pod was created; the status write that recorded the failure and the restart was
+        // lost. The pod that ended is still there.
+        let mut lost = input.clone();
+        lost.previous = input.pod.clone();
+        let mut pod = lost.previous.clone().expect("a pod ended");
+        pod.name = create.name.clone();
+        pod.attempt = create.attempt;
+        pod.origin = create.origin.clone();
+        pod.created_at = input.now;
+        pod.phase = PodPhase::Pending;
+        pod.deleting = false;
+        pod.ready = false;
+        pod.reason = None;
+        pod.message = None;
+        pod.disruption = None;
+        pod.containers = vec![ContainerFacts {
+            name: "agent".to_string(),
+            state: ContainerPhase::Waiting { reason: None, message: None },
+        }];
+        pod.agent_container = None;
+        pod.template_hash = Some(input.agent.template_hash.clone());
+        lost.pod = Some(pod);
+        let again = decide(lost);
+        prop_assert_eq!(&again.create_pod, &None);
+        prop_assert_eq!(&again.delete_pod, &None);
+        prop_assert_eq!(&again.status, &plan.status, "recorded as the lost write had it");
+        let reasons: Vec<_> = again.events.iter().map(|e| e.reason).collect();
+        let before: Vec<_> = plan.events.iter().map(|e| e.reason).collect();
+        prop_assert_eq!(reasons, before, "its Events, lost with it, go out");
     }
 
     #[test]
@@ -1150,6 +1277,7 @@ impl World {
                 status: AgentStatus::default(),
                 policy: PolicyResolution::Named("walk".to_string(), policy.clone()),
                 pod: None,
+                previous: None,
                 lease: None,
                 group: None,
                 outages: Vec::new(),
@@ -1279,6 +1407,15 @@ impl World {
     /// Decides, checks the plan, and carries it out.
     fn decide(&mut self, trace: &[Step]) -> Plan {
         self.input.pod = self.pods.iter().max_by_key(|p| p.attempt).cloned();
+        // Gathered as the operator does: after a lost write, the pod the status knows too.
+        let attempt = self.input.status.attempt;
+        self.input.previous = self
+            .input
+            .pod
+            .as_ref()
+            .filter(|p| attempt > 0 && p.attempt > attempt)
+            .and_then(|_| self.pods.iter().find(|p| p.attempt == attempt))
+            .cloned();
         let plan = decide(self.input.clone());
         check(&self.input, &plan, &self.pods, trace);
         if let Some(name) = &plan.delete_pod {
@@ -1307,7 +1444,8 @@ impl World {
                     },
                 }],
                 agent_container: None,
-                origin: Default::default(),
+                // What it was created for, as its annotations say.
+                origin: new.origin.clone(),
             });
         }
         let live = self.pods.iter().filter(|p| p.is_live()).count();

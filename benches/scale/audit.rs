@@ -7,7 +7,7 @@ use std::path::Path;
 
 use jiff::Timestamp;
 
-/// Requests by `"<verb> <resource>[/<subresource>]"`.
+/// Requests by `"<verb> <resource>[/<subresource>]"`, with ` (<code>)` when refused.
 pub type Requests = BTreeMap<String, u64>;
 
 /// The requests in `namespace` of clients whose user agent starts with `user_agent`, received
@@ -59,7 +59,13 @@ pub fn count(
                 resource = format!("{resource}/{sub}");
             }
             let verb = event["verb"].as_str().unwrap_or("-");
-            *requests.entry(format!("{verb} {resource}")).or_default() += 1;
+            // Refused requests are told apart: a conflict is a request spent for nothing.
+            let code = event["responseStatus"]["code"].as_u64().unwrap_or(200);
+            let key = match code {
+                200..=299 => format!("{verb} {resource}"),
+                _ => format!("{verb} {resource} ({code})"),
+            };
+            *requests.entry(key).or_default() += 1;
         }
     }
     Ok(requests)

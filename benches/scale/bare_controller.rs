@@ -141,6 +141,10 @@ async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Error
     match pods.create(&Default::default(), &pod(&agent, next)).await {
         Ok(_) => {}
         Err(kube::Error::Api(e)) if e.code == 409 => {}
+        // Its namespace is being deleted: the Agent goes too, and no pod can be made for it.
+        Err(kube::Error::Api(e)) if e.code == 403 && e.message.contains("being terminated") => {
+            return Ok(Action::await_change());
+        }
         Err(e) => return Err(e.into()),
     }
     ctx.latest.lock().unwrap().insert(key, next);
@@ -149,7 +153,7 @@ async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Error
 
 /// The pod of attempt `attempt`: the template, owned by the Agent, labelled like the operator's.
 fn pod(agent: &Agent, attempt: u32) -> Pod {
-    let template = &agent.spec.template;
+    let template = agent.spec.template.get();
     let meta = template.metadata.clone().unwrap_or_default();
     let mut labels = meta.labels.unwrap_or_default();
     labels.insert(AGENT_LABEL.into(), agent.name_any());

@@ -1,6 +1,6 @@
 //! `Agent`: a long-running program, run as one pod at a time and kept alive by the operator.
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaimSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::PersistentVolumeClaimSpec;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::duration::Duration;
-use super::{Condition, FailureClass, FailureReason, Time, conditions_schema};
+use super::{Condition, FailureClass, FailureReason, PodTemplate, Time, conditions_schema};
 
 /// A long-running agent: the operator runs it as a pod, restarts it when it crashes, and leaves
 /// it alone when it shuts down for economic or voluntary reasons.
@@ -56,7 +56,7 @@ use super::{Condition, FailureClass, FailureReason, Time, conditions_schema};
 pub struct AgentSpec {
     /// The agent's pod. The operator creates one pod from it per attempt, with
     /// `restartPolicy: Never`: the operator, not the kubelet, decides about restarts.
-    pub template: PodTemplateSpec,
+    pub template: PodTemplate,
 
     /// The RestartPolicy in this namespace that governs restarts. When omitted: the namespace's
     /// RestartPolicy named `default` if there is one, else the built-in defaults. When named but

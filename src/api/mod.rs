@@ -7,6 +7,7 @@ mod group;
 pub mod outage;
 mod policy;
 mod reference;
+mod template;
 
 pub use agent::*;
 pub use duration::Duration;
@@ -15,6 +16,7 @@ pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 pub use outage::{Outage, OutagePolicy, OutageState};
 pub use policy::*;
 pub use reference::{field_paths, field_reference};
+pub use template::PodTemplate;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

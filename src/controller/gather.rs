@@ -36,6 +36,14 @@ pub async fn gather(
     let annotation = |key: &str| agent.annotations().get(key).cloned();
 
     let pod = current_pod(agent, ctx, status.attempt, source).await?;
+    let agent_container = agent.spec.agent_container.as_deref();
+    let pod = pod.as_ref().map(|p| PodFacts::from_pod(p, agent_container));
+    // A pod newer than the status knows: the one before it says how that attempt ended.
+    let previous = pod
+        .as_ref()
+        .filter(|p| status.attempt > 0 && p.attempt > status.attempt)
+        .and_then(|_| last_known(agent, ctx, status.attempt))
+        .map(|p| PodFacts::from_pod(&p, agent_container));
     let lease = match (&agent.spec.heartbeat, source) {
         (None, _) => None,
         (Some(_), Source::Cache) => ctx
@@ -50,7 +58,6 @@ pub async fn gather(
             .await?
         }
     };
-    let agent_container = agent.spec.agent_container.as_deref();
     Ok(Input {
         now,
         agent: AgentFacts {
@@ -65,7 +72,8 @@ pub async fn gather(
         },
         status,
         policy: resolve_policy_confirmed(agent, ctx).await?,
-        pod: pod.as_ref().map(|p| PodFacts::from_pod(p, agent_container)),
+        pod,
+        previous,
         lease: lease.as_ref().map(LeaseFacts::from_lease),
         group: super::groups::directive(
             &ctx.groups,
@@ -145,6 +153,17 @@ pub fn resolve_policy(agent: &Agent, ctx: &Context) -> PolicyResolution {
     }
 }
 
+/// The pod of `attempt`, as the cache has it or as its deletion left it.
+fn last_known(agent: &Agent, ctx: &Context, attempt: u32) -> Option<Pod> {
+    let namespace = agent.namespace().unwrap_or_default();
+    let name = pod_name(&agent.name_any(), attempt);
+    ctx.pods
+        .get(&ObjectRef::new(&name).within(&namespace))
+        .or_else(|| ctx.gone.get(&name, &namespace))
+        .map(|p| p.to_pod())
+        .filter(|p| controlled_by(p.owner_references(), agent))
+}
+
 /// The pod of the newest attempt this Agent controls: the next attempt's if it exists (a status
 /// write was lost after it was created), else the current one's. A current pod missing from the
 /// cache is looked up on the server before it is believed gone: the cache may not have seen a
@@ -163,7 +182,7 @@ async fn current_pod(
         ours(
             ctx.pods
                 .get(&ObjectRef::new(&pod_name(&name, attempt)).within(&namespace))
-                .map(|p| (*p).clone()),
+                .map(|p| p.to_pod()),
         )
     };
     let next = match source {
@@ -190,7 +209,7 @@ async fn current_pod(
             Source::Server => cached(attempt),
             Source::Cache => None,
         };
-        cached.or_else(|| ours(ctx.gone.get(&name, &namespace)))
+        cached.or_else(|| ours(ctx.gone.get(&name, &namespace).map(|p| p.to_pod())))
     };
     let gone = last_known(attempt.saturating_add(1)).or_else(|| last_known(attempt));
     Ok(gone.map(|mut pod| {

@@ -40,7 +40,7 @@ pub fn template_hash(agent: &Agent) -> String {
         .map(|c| c.metadata.name.as_str())
         .collect();
     let shape = serde_json::json!({
-        "template": agent.spec.template,
+        "template": agent.spec.template.get(),
         "claims": claims,
         "heartbeat": agent.spec.heartbeat.is_some(),
     });
@@ -58,7 +58,7 @@ pub fn claim_name(agent: &str, template: &str) -> String {
 /// container, and the agent's PVCs mounted as volumes named after their templates.
 pub fn pod(agent: &Agent, new: &NewPod, template_hash: &str) -> Pod {
     let name = agent.name_any();
-    let template = &agent.spec.template;
+    let template = agent.spec.template.get();
     let template_meta = template.metadata.clone().unwrap_or_default();
 
     let mut labels = template_meta.labels.unwrap_or_default();

@@ -4,12 +4,15 @@
 pub mod budget;
 mod error;
 mod events;
+mod fresh;
 mod gather;
 pub mod groups;
 pub mod manifests;
+mod named;
 mod outages;
 mod policies;
 mod reconcile;
+pub(crate) mod slim;
 mod status;
 mod watch;
 
@@ -20,13 +23,14 @@ use std::time::Duration;
 use futures::channel::mpsc;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
+use slim::CachedPod;
 
 pub use error::Error;
 pub use watch::WatchFaults;
@@ -62,6 +66,8 @@ pub struct Config {
     pub budget: budget::BudgetConfig,
     /// Where the status page reads the caches from.
     pub status: Arc<crate::runtime::status::StatusSources>,
+    /// How long an object's Events wait after one is sent, to go together (`events::WINDOW`).
+    pub event_window: Duration,
 }
 
 impl Default for Config {
@@ -70,12 +76,13 @@ impl Default for Config {
         health.set_ready(true);
         Config {
             namespaces: Vec::new(),
-            concurrency: 16,
+            concurrency: 128,
             metrics: Arc::default(),
             health: Arc::new(health),
             faults: WatchFaults::default(),
             budget: budget::BudgetConfig::default(),
             status: Arc::default(),
+            event_window: events::WINDOW,
         }
     }
 }
@@ -84,7 +91,9 @@ impl Default for Config {
 pub struct Context {
     pub client: Client,
     pub recorder: Recorder,
-    pub pods: Store<Pod>,
+    /// Sends the decisions' Events.
+    pub events: events::Sender,
+    pub pods: Store<CachedPod>,
     pub leases: Store<Lease>,
     pub claims: Store<PersistentVolumeClaim>,
     pub policies: Store<PolicyObject>,
@@ -95,30 +104,52 @@ pub struct Context {
     retries: Retries,
     /// The last state of pods deleted since the cache saw them.
     gone: Arc<GonePods>,
+    /// This process's own status writes the cache may not hold yet.
+    own_writes: fresh::OwnWrites,
+    /// Which Agents the groups name, listed for first starts.
+    named: named::NamedByGroups,
 }
 
 /// The last state of recently deleted pods, as their deletion's watch event carried it. A pod
 /// evicted and deleted before its Agent's turn would otherwise leave no trace of why it went
 /// (its `DisruptionTarget` condition): it would count as lost with its node.
 #[derive(Default)]
-pub(crate) struct GonePods(Mutex<HashMap<ObjectRef<Pod>, (std::time::Instant, Pod)>>);
+pub(crate) struct GonePods(Mutex<Gone>);
+
+#[derive(Default)]
+struct Gone {
+    pods: HashMap<ObjectRef<CachedPod>, Arc<CachedPod>>,
+    /// When each was kept, oldest first: a namespace's deletion removes thousands of pods, and
+    /// forgetting the expired ones must not scan all the others each time.
+    order: std::collections::VecDeque<(std::time::Instant, ObjectRef<CachedPod>)>,
+}
 
 impl GonePods {
     /// How long a deleted pod is remembered: far longer than any reconcile waits for its turn.
     const KEPT: Duration = Duration::from_secs(600);
 
-    fn keep(&self, pod: &Pod) {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+    fn keep(&self, pod: CachedPod) {
+        let mut gone = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let now = std::time::Instant::now();
-        map.retain(|_, (at, _)| now.duration_since(*at) < Self::KEPT);
-        map.insert(ObjectRef::from(pod), (now, pod.clone()));
+        while let Some((at, _)) = gone.order.front()
+            && now.duration_since(*at) >= Self::KEPT
+        {
+            let (_, key) = gone.order.pop_front().expect("front exists");
+            gone.pods.remove(&key);
+        }
+        let key = ObjectRef::from(&pod);
+        // A pod kept again (deleted, recreated with its name, deleted) is forgotten on its
+        // first expiry: sooner than `KEPT`, still far later than any reconcile looks.
+        gone.order.push_back((now, key.clone()));
+        gone.pods.insert(key, Arc::new(pod));
     }
 
     /// The last state of the pod `name` in `namespace`, if it was deleted lately.
-    pub(crate) fn get(&self, name: &str, namespace: &str) -> Option<Pod> {
-        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        map.get(&ObjectRef::new(name).within(namespace))
-            .map(|(_, pod)| pod.clone())
+    pub(crate) fn get(&self, name: &str, namespace: &str) -> Option<Arc<CachedPod>> {
+        let gone = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        gone.pods
+            .get(&ObjectRef::new(name).within(namespace))
+            .cloned()
     }
 }
 
@@ -215,6 +246,7 @@ async fn run_scope(
         format!("AgentGroups in {within}"),
         api::<GroupObject>(&client, &scope),
         watcher::Config::default(),
+        |_| (),
         {
             let index = index.clone();
             let group_trigger_tx = group_trigger_tx.clone();
@@ -263,7 +295,10 @@ async fn run_scope(
     let agents = watches.spawn(
         format!("Agents in {within}"),
         api::<AgentObject>(&client, &scope),
-        watcher::Config::default(),
+        // Listed as the server has them now, never from a cache behind it: what this process
+        // acts on must hold every write made before it started (see `fresh`).
+        watcher::Config::default().list_semantic(watcher::ListSemantic::MostRecent),
+        |_| (),
         move |change| {
             let (agent, used, signature) = match change {
                 Change::Applied(a) => {
@@ -302,6 +337,7 @@ async fn run_scope(
         format!("RestartPolicies in {within}"),
         api::<PolicyObject>(&client, &scope),
         watcher::Config::default(),
+        |_| (),
         move |change| {
             let (policy, seen) = match change {
                 Change::Applied(p) => {
@@ -328,18 +364,19 @@ async fn run_scope(
             let _ = policy_tx.unbounded_send(policy);
         },
     );
-    let (pod_tx, pod_changes) = channel::<Pod>();
+    let (pod_tx, pod_changes) = channel::<CachedPod>();
     let gone = Arc::new(GonePods::default());
     let mut forward_pod = forward(pod_tx);
     let pods = watches.spawn(
         format!("Pods in {within}"),
-        api::<Pod>(&client, &scope),
+        api::<CachedPod>(&client, &scope),
         owned.clone(),
+        slim::pod,
         {
             let gone = gone.clone();
             move |change| {
                 if let Change::Deleted(pod) = &change {
-                    gone.keep(pod);
+                    gone.keep(pod.clone());
                 }
                 forward_pod(change)
             }
@@ -350,6 +387,7 @@ async fn run_scope(
         format!("Leases in {within}"),
         api::<Lease>(&client, &scope),
         owned.clone(),
+        |_| (),
         forward(lease_tx),
     );
     let (claim_tx, claim_changes) = channel::<PersistentVolumeClaim>();
@@ -357,6 +395,7 @@ async fn run_scope(
         format!("PersistentVolumeClaims in {within}"),
         api::<PersistentVolumeClaim>(&client, &scope),
         owned,
+        |_| (),
         forward(claim_tx),
     );
 
@@ -389,6 +428,11 @@ async fn run_scope(
     let context = Arc::new(Context {
         client: client.clone(),
         recorder: Recorder::new(client.clone(), Reporter::from(FIELD_MANAGER)),
+        events: events::Sender::new(
+            client.clone(),
+            config.event_window,
+            config.metrics.events_dropped.clone(),
+        ),
         pods,
         leases,
         claims,
@@ -398,6 +442,8 @@ async fn run_scope(
         budget,
         retries: Retries::default(),
         gone,
+        own_writes: fresh::OwnWrites::default(),
+        named: named::NamedByGroups::default(),
     });
     config.metrics.watch_agents(agents.clone());
     config.status.watch_agents(agents.clone());
@@ -440,7 +486,7 @@ async fn run_scope(
 
 /// How long ago each restart pod in the cache was created, of those recent enough to weigh on
 /// the budget (within the time a full burst takes to refill).
-fn recent_restarts(pods: &Store<Pod>, budget: budget::BudgetConfig) -> Vec<Duration> {
+fn recent_restarts(pods: &Store<CachedPod>, budget: budget::BudgetConfig) -> Vec<Duration> {
     let window = f64::from(budget.burst) / budget.rate.max(f64::MIN_POSITIVE);
     let now = jiff::Timestamp::now();
     pods.state()

@@ -1,8 +1,8 @@
 //! The outage breaker's IO: the facts a policy's outage decision is made from (its agents, their
 //! pods and heartbeat Leases, from the caches), and its Events on the RestartPolicy.
 
+use super::slim::CachedPod;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
@@ -21,7 +21,7 @@ pub const OUTAGE: &str = "Outage";
 pub fn input(
     policy: &RestartPolicy,
     agents: &[&Agent],
-    pods: &Store<Pod>,
+    pods: &Store<CachedPod>,
     leases: &Store<Lease>,
     now: jiff::Timestamp,
 ) -> Option<OutageInput> {
@@ -42,7 +42,7 @@ pub fn input(
                 .as_ref()
                 .and_then(|s| s.pod_name.as_ref())
                 .and_then(|name| pods.get(&ObjectRef::new(name).within(&namespace)))
-                .map(|p| PodFacts::from_pod(&p, agent.spec.agent_container.as_deref()));
+                .map(|p| PodFacts::from_pod(&p.to_pod(), agent.spec.agent_container.as_deref()));
             let lease = agent
                 .spec
                 .heartbeat

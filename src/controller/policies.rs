@@ -14,7 +14,6 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
 
 use super::{AgentObject, FIELD_MANAGER, PolicyObject, log_outcome, outages, uses_policy};
 use crate::api::RestartPolicyStatus;
@@ -25,7 +24,7 @@ use crate::supervise::outage::decide_outages;
 /// What the policy controller reads: the Agent controller's caches.
 pub struct Caches {
     pub agents: Store<AgentObject>,
-    pub pods: Store<Pod>,
+    pub pods: Store<super::slim::CachedPod>,
     pub leases: Store<Lease>,
 }
 

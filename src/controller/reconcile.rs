@@ -13,9 +13,11 @@ use tracing::{info, instrument, warn};
 
 use super::budget::Admission;
 use super::error::{ActError, Error, GatherError, is_conflict, is_not_found};
+use super::fresh::Freshness;
 use super::gather::Source;
+use super::slim::CachedPod;
 use super::{AgentObject, Context, RESYNC, events, gather, manifests, status};
-use crate::api::{ATTEMPT_LABEL, Agent, AgentStatus};
+use crate::api::{AGENT_LABEL, ATTEMPT_LABEL, Agent, AgentStatus};
 use crate::supervise::conditions::{self, Desired};
 use crate::supervise::{self, NewPod, Plan};
 
@@ -37,9 +39,48 @@ pub async fn reconcile(object: Arc<AgentObject>, ctx: Arc<Context>) -> Result<Ac
 
 #[instrument(skip_all, fields(namespace = %agent.namespace().unwrap_or_default(), name = %agent.name_any()))]
 async fn reconcile_agent(agent: &Agent, ctx: &Context) -> Result<Action, Error> {
+    match decide_and_act(agent, ctx).await? {
+        // A failure whose restart is due at once was recorded: the restart is made now, on
+        // the Agent as written, instead of once its watch event comes back.
+        Done::DueNow(written) => decide_and_act(&written, ctx).await.map(Done::action),
+        done => Ok(done.action()),
+    }
+}
+
+/// What one decision left to do.
+enum Done {
+    /// Reconcile again as the action says.
+    Then(Action),
+    /// The Agent as just written has a restart due now.
+    DueNow(Box<Agent>),
+}
+
+impl Done {
+    fn action(self) -> Action {
+        match self {
+            Done::Then(action) => action,
+            Done::DueNow(_) => Action::requeue(Duration::ZERO),
+        }
+    }
+}
+
+async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
     if agent.metadata.deletion_timestamp.is_some() {
         // Its pods, Lease and claims go with it through garbage collection.
-        return Ok(Action::await_change());
+        ctx.own_writes
+            .forget(&agent.namespace().unwrap_or_default(), &agent.name_any());
+        return Ok(Done::Then(Action::await_change()));
+    }
+    let namespace = agent.namespace().unwrap_or_default();
+    let cached = agent.resource_version().unwrap_or_default();
+    if ctx
+        .own_writes
+        .freshness(&namespace, &agent.name_any(), &cached)
+        == Freshness::Behind
+    {
+        // The cache has not shown this process's last write yet: a decision on it would be
+        // refused (its write carries the version it was made on). Its watch event comes soon.
+        return Ok(Done::Then(Action::requeue(Duration::from_secs(1))));
     }
     let started = std::time::Instant::now();
     let _timer = scopeguard(|| {
@@ -48,7 +89,8 @@ async fn reconcile_agent(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
             .observe(started.elapsed().as_secs_f64())
     });
     let now = jiff::Timestamp::now();
-    let input = gather::gather(agent, ctx, now, Source::Cache).await?;
+    let mut source = Source::Cache;
+    let input = gather::gather(agent, ctx, now, source).await?;
     let mut plan = supervise::decide(input);
     let latest;
     let mut agent = agent;
@@ -58,32 +100,43 @@ async fn reconcile_agent(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
         // again on the Agent, its pod and its Lease as the server has them now.
         latest = match gather::latest(agent, ctx).await? {
             Some(latest) if latest.metadata.deletion_timestamp.is_none() => latest,
-            _ => return Ok(Action::await_change()),
+            _ => return Ok(Done::Then(Action::await_change())),
         };
         agent = &latest;
-        plan = supervise::decide(gather::gather(agent, ctx, now, Source::Server).await?);
+        source = Source::Server;
+        plan = supervise::decide(gather::gather(agent, ctx, now, source).await?);
     } else if plan.create_pod.is_some() && !is_current(agent, ctx).await? {
-        // The decision was made on a cached Agent older than the server's: an action taken on
-        // it could repeat one already done (a second manual restart, say). Decide again.
-        return Ok(Action::requeue(Duration::from_millis(100)));
+        // The decision was made on a cached Agent older than the operator's own last write: an
+        // action taken on it could repeat one already done (a second manual restart, say).
+        // Decide again once the cache has the write (its watch event reconciles the Agent).
+        return Ok(Done::Then(Action::requeue(Duration::from_millis(500))));
     } else if plan.create_pod.as_ref().is_some_and(|p| p.attempt == 1)
         && plan.status.group.is_none()
-        && named_by_a_group(agent, ctx).await?
+        && named_by_a_group(agent, ctx, started).await?
     {
         // A group created with the Agent may not have reached the cache yet (watches of
         // different kinds keep no order between them): its start order applies from the very
         // first pod. Decide again once the cache has it.
-        return Ok(Action::requeue(Duration::from_millis(200)));
+        return Ok(Done::Then(Action::requeue(Duration::from_millis(200))));
     }
+    let mut waiting = None;
     if plan
         .create_pod
         .as_ref()
         .is_some_and(|p| p.origin.trigger.is_some())
         && let Some(wait) = over_budget(agent, ctx).await
     {
-        // Nothing is done: the restart stays due in the status, and the budget wakes this agent
-        // when a token is its (the requeue is only a safety net).
-        return Ok(wait);
+        // The restart stays due in the status, and the budget wakes this agent when a token is
+        // its (the requeue is only a safety net). A failure decided with its restart is still
+        // recorded now, without the restart.
+        let options = supervise::Options {
+            restart_at_once: false,
+        };
+        plan = supervise::decide_with(gather::gather(agent, ctx, now, source).await?, options);
+        if plan.create_pod.is_some() {
+            return Ok(Done::Then(wait));
+        }
+        waiting = Some(wait);
     }
     let unset = AgentStatus::default();
     let before = agent.status.as_ref().unwrap_or(&unset);
@@ -115,9 +168,8 @@ async fn reconcile_agent(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
         (Some(kill), None) => {
             // A kill (hung, never started, suspended, replaced) is recorded before it happens:
             // once the pod is gone, nothing else would tell it from a pod lost with its node.
-            // Its Events go out before the delete, which a later decision retries if it fails.
             status::record(agent, before, &plan, ctx).await?;
-            events::publish(agent, &plan, ctx).await;
+            events::publish(agent, &plan, ctx);
             delete_pod(&pods, kill, ctx).await?;
         }
         (kill, create) => {
@@ -132,14 +184,30 @@ async fn reconcile_agent(agent: &Agent, ctx: &Context) -> Result<Action, Error> 
                 create_pod(agent, &pods, new, &template_hash)
                     .await
                     .inspect_err(|e| events::warn_user(agent, e, ctx))?;
-                remove_old_pods(agent, &pods, new.attempt, ctx).await;
+                remove_old_pods(agent, &pods, new.attempt, ctx);
             }
-            status::record(agent, before, &plan, ctx).await?;
-            events::publish(agent, &plan, ctx).await;
+            let written = status::record(agent, before, &plan, ctx).await?;
+            // Recorded: the Events follow without holding up the next reconcile.
+            events::publish(agent, &plan, ctx);
+            ctx.metrics.observe(before, &plan, now);
+            let due_now = create.is_none()
+                && plan.status.phase == Some(crate::api::Phase::BackingOff)
+                && plan
+                    .status
+                    .next_restart_at
+                    .as_ref()
+                    .is_some_and(|t| t.0 <= now);
+            if let Some(wait) = waiting {
+                return Ok(Done::Then(wait));
+            }
+            if let (true, Some(written)) = (due_now, written) {
+                return Ok(Done::DueNow(Box::new(written)));
+            }
+            return Ok(Done::Then(requeue(&plan, now)));
         }
     }
     ctx.metrics.observe(before, &plan, now);
-    Ok(requeue(&plan, now))
+    Ok(Done::Then(waiting.unwrap_or_else(|| requeue(&plan, now))))
 }
 
 /// Asks the restart budget for a token for `agent`'s restart: `None` to go ahead, or the action
@@ -166,7 +234,7 @@ async fn over_budget(agent: &Agent, ctx: &Context) -> Option<Action> {
             }],
             ..Plan::default()
         };
-        events::publish(agent, &plan, ctx).await;
+        events::publish(agent, &plan, ctx);
     }
     Some(Action::requeue(Duration::from_secs(60)))
 }
@@ -205,14 +273,28 @@ async fn refused(agent: &Agent, before: &AgentStatus, error: Error, ctx: &Contex
     error
 }
 
-/// Whether the cached Agent is the server's latest: checked (one read) before a pod is
-/// created or deleted, the only actions a status precondition cannot undo.
+/// Whether the cached Agent holds the operator's own writes: checked before a pod is created,
+/// an action a status precondition cannot undo. Known without asking, but for a write the cache
+/// has not shown for a while: then the server is asked (one read).
 async fn is_current(agent: &Agent, ctx: &Context) -> Result<bool, Error> {
-    let api: Api<Agent> =
-        Api::namespaced(ctx.client.clone(), &agent.namespace().unwrap_or_default());
+    let namespace = agent.namespace().unwrap_or_default();
     let name = agent.name_any();
+    let cached = agent.resource_version().unwrap_or_default();
+    match ctx.own_writes.freshness(&namespace, &name, &cached) {
+        Freshness::Current => return Ok(true),
+        Freshness::Behind => return Ok(false),
+        Freshness::Unsure => {}
+    }
+    let api: Api<Agent> = Api::namespaced(ctx.client.clone(), &namespace);
     match api.get_metadata(&name).await {
-        Ok(latest) => Ok(latest.metadata.resource_version == agent.metadata.resource_version),
+        Ok(latest) => {
+            let current = latest.metadata.resource_version.as_deref() == Some(cached.as_str());
+            if current {
+                // The write never changed the Agent: nothing to wait for.
+                ctx.own_writes.forget(&namespace, &name);
+            }
+            Ok(current)
+        }
         Err(e) if is_not_found(&e) => Ok(false),
         Err(source) => Err(GatherError {
             what: format!("Agent {name}"),
@@ -222,23 +304,26 @@ async fn is_current(agent: &Agent, ctx: &Context) -> Result<bool, Error> {
     }
 }
 
-/// Whether a group on the server names the Agent: checked (one read) before its first pod is
-/// created, when the cache knows no group of it.
-async fn named_by_a_group(agent: &Agent, ctx: &Context) -> Result<bool, Error> {
-    let api: Api<crate::api::AgentGroup> =
-        Api::namespaced(ctx.client.clone(), &agent.namespace().unwrap_or_default());
+/// Whether a group on the server names the Agent: checked before its first pod is created,
+/// when the cache knows no group of it, by a list of the namespace's groups begun after `asked`
+/// (one at a time per namespace, shared by every Agent waiting for it).
+async fn named_by_a_group(
+    agent: &Agent,
+    ctx: &Context,
+    asked: std::time::Instant,
+) -> Result<bool, Error> {
     let me = crate::api::MemberKey::agent(&agent.name_any());
-    match api.list(&kube::api::ListParams::default()).await {
-        Ok(list) => Ok(list
-            .items
-            .iter()
-            .any(|g| g.spec.members.iter().any(|m| m.key() == me))),
-        Err(source) => Err(GatherError {
-            what: "AgentGroups".to_string(),
-            source,
-        }
-        .into()),
-    }
+    let namespace = agent.namespace().unwrap_or_default();
+    ctx.named
+        .names(&ctx.client, &namespace, &me, asked)
+        .await
+        .map_err(|source| {
+            GatherError {
+                what: "AgentGroups".to_string(),
+                source,
+            }
+            .into()
+        })
 }
 
 /// Runs `f` when dropped: times a reconcile however it ends.
@@ -393,28 +478,61 @@ where
     }
 }
 
-/// Finished pods of attempts before the previous one: the previous is kept for `kubectl logs`.
-async fn remove_old_pods(agent: &Agent, pods: &Api<Pod>, attempt: u32, ctx: &Context) {
-    let namespace = agent.namespace();
-    let old = ctx.pods.state_filter(|p| {
-        p.namespace() == namespace
-            && p.metadata.deletion_timestamp.is_none()
+/// Finished pods of attempts before the previous one (the previous is kept for `kubectl
+/// logs`), removed a few at a time, in one request and without holding up the reconcile.
+fn remove_old_pods(agent: &Agent, pods: &Api<Pod>, attempt: u32, ctx: &Context) {
+    /// Old pods are let pile up to this many before they are removed together.
+    const BATCH: usize = 4;
+    /// How many attempts back are looked for by name; every so often, the whole cache is.
+    const LOOK_BACK: u32 = 16;
+    let namespace = agent.namespace().unwrap_or_default();
+    let name = agent.name_any();
+    let old_enough = |p: &CachedPod| {
+        p.metadata.deletion_timestamp.is_none()
             && manifests::controlled_by(p.owner_references(), agent)
-            && p.labels()
-                .get(ATTEMPT_LABEL)
-                .and_then(|a| a.parse::<u32>().ok())
-                .is_some_and(|a| a + 1 < attempt)
-            && matches!(
-                p.status.as_ref().and_then(|s| s.phase.as_deref()),
-                Some("Succeeded" | "Failed")
-            )
-    });
-    for pod in old {
-        let name = pod.name_any();
-        if let Err(e) = pods.delete(&name, &DeleteParams::default()).await
-            && !is_not_found(&e)
-        {
-            warn!(pod = name, error = %e, "could not remove an old pod");
-        }
+            && matches!(p.phase(), Some("Succeeded" | "Failed"))
+    };
+    let attempt_of = |p: &CachedPod| {
+        p.labels()
+            .get(ATTEMPT_LABEL)
+            .and_then(|a| a.parse::<u32>().ok())
+    };
+    let old: Vec<u32> = if attempt.is_multiple_of(LOOK_BACK * 2) {
+        ctx.pods
+            .state_filter(|p| {
+                p.metadata.namespace.as_deref() == Some(namespace.as_str())
+                    && old_enough(p)
+                    && attempt_of(p).is_some_and(|a| a + 1 < attempt)
+            })
+            .iter()
+            .filter_map(|p| attempt_of(p))
+            .collect()
+    } else {
+        (attempt.saturating_sub(LOOK_BACK)..attempt.saturating_sub(1))
+            .filter(|&a| {
+                let key = ObjectRef::new(&supervise::pod_name(&name, a)).within(&namespace);
+                ctx.pods
+                    .get(&key)
+                    .is_some_and(|p| old_enough(&p) && attempt_of(&p) == Some(a))
+            })
+            .collect()
+    };
+    if old.len() < BATCH {
+        return;
     }
+    let attempts: Vec<String> = old.iter().map(u32::to_string).collect();
+    let selector = format!(
+        "{AGENT_LABEL}={name},{ATTEMPT_LABEL} in ({})",
+        attempts.join(",")
+    );
+    let pods = pods.clone();
+    tokio::spawn(async move {
+        let params = kube::api::ListParams::default().labels(&selector);
+        if let Err(e) = pods
+            .delete_collection(&DeleteParams::default(), &params)
+            .await
+        {
+            warn!(%selector, error = %e, "could not remove old pods");
+        }
+    });
 }

@@ -16,17 +16,23 @@ use crate::supervise::conditions::OWNED;
 /// written by someone else); then the rest by server-side apply, with only the conditions the
 /// operator owns (others' conditions are theirs to change and remove). Both carry the
 /// resourceVersion the decision was made on: a decision made on a stale cache is refused (409)
-/// and made again.
+/// and made again. Returns the Agent as written, if anything was.
 pub async fn record(
     agent: &Agent,
     before: &AgentStatus,
     plan: &Plan,
     ctx: &Context,
-) -> Result<(), RecordError> {
+) -> Result<Option<Agent>, RecordError> {
     let api: Api<Agent> =
         Api::namespaced(ctx.client.clone(), &agent.namespace().unwrap_or_default());
     let name = agent.name_any();
     let mut resource_version = agent.resource_version();
+    let writes = plan.record_shutdown.is_some() || !same_except_shutdown(&plan.status, before);
+    if let (true, Some(version)) = (writes, &resource_version) {
+        // Until the cache holds this write, nothing is done on the version it was made on.
+        ctx.own_writes
+            .writing(&agent.namespace().unwrap_or_default(), &name, version);
+    }
 
     if let Some(shutdown) = &plan.record_shutdown {
         let patch = json!({
@@ -44,8 +50,8 @@ pub async fn record(
         resource_version = updated.resource_version();
     }
 
-    if plan.record_shutdown.is_none() && same_except_shutdown(&plan.status, before) {
-        return Ok(());
+    if !writes {
+        return Ok(None);
     }
     let mut applied = serde_json::to_value(&plan.status).expect("a status serializes");
     if let Some(fields) = applied.as_object_mut() {
@@ -60,14 +66,22 @@ pub async fn record(
         "metadata": { "name": name, "resourceVersion": resource_version },
         "status": applied,
     });
-    api.patch_status(
-        &name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(RecordError)?;
-    Ok(())
+    let written = api
+        .patch_status(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .map_err(|e| {
+            if matches!(e, kube::Error::Api(_)) {
+                // Refused: nothing was written, nothing to wait for.
+                ctx.own_writes
+                    .forget(&agent.namespace().unwrap_or_default(), &name);
+            }
+            RecordError(e)
+        })?;
+    Ok(Some(written))
 }
 
 /// Equal but for `shutdown` (which this write never carries). Copies nothing in the common case.

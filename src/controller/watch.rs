@@ -52,13 +52,15 @@ impl Watches {
         }
     }
 
-    /// Starts watching `api` into a new cache (without managedFields); `on_change` sees each
-    /// change once the cache has it. `name` says what is watched, in logs and readiness.
+    /// Starts watching `api` into a new cache (without managedFields, and as `slim` leaves each
+    /// object); `on_change` sees each change once the cache has it. `name` says what is
+    /// watched, in logs and readiness.
     pub fn spawn<K>(
         &mut self,
         name: String,
         api: Api<K>,
         config: watcher::Config,
+        slim: fn(&mut K),
         mut on_change: impl FnMut(Change<K>) + Send + 'static,
     ) -> Store<K>
     where
@@ -79,7 +81,10 @@ impl Watches {
             let events = watch(api, config).default_backoff();
             let mut deliver = |result: Result<Event<K>, watcher::Error>| match result {
                 Ok(event) => {
-                    let event = event.modify(|o| o.managed_fields_mut().clear());
+                    let event = event.modify(|o| {
+                        o.managed_fields_mut().clear();
+                        slim(o);
+                    });
                     // `Init` only announces a (re-)list, which may yet fail: not a sign of health.
                     if !matches!(event, Event::Init) {
                         health.watch_ok(&label, matches!(event, Event::InitDone));

@@ -42,8 +42,9 @@ pub struct Args {
     #[arg(long, env = "LEADER_ELECTION_LEASE_DURATION", default_value_t = 15)]
     pub leader_election_lease_duration: u64,
 
-    /// Agents reconciled at once (per watched namespace).
-    #[arg(long, env = "CONCURRENCY", default_value_t = 16)]
+    /// Agents reconciled at once (per watched namespace). Each reconcile waits on one API
+    /// request at a time, so this bounds the operator's requests in flight.
+    #[arg(long, env = "CONCURRENCY", default_value_t = 128)]
     pub concurrency: u16,
 
     /// Restarts a second the operator makes at most, on average, across all agents (shared

@@ -67,6 +67,7 @@ pub struct Metrics {
     pub group_escalations: Counter,
     pub outage_events: Family<ReasonLabel, Counter>,
     pub restarts_delayed: Counter,
+    pub events_dropped: Counter,
     agents: Arc<AgentCollector>,
     policies: Arc<PolicyCollector>,
 }
@@ -95,6 +96,7 @@ impl Metrics {
             group_escalations: Counter::default(),
             outage_events: Family::default(),
             restarts_delayed: Counter::default(),
+            events_dropped: Counter::default(),
             agents: Arc::new(AgentCollector {
                 stores: Mutex::default(),
                 per_agent,
@@ -163,6 +165,11 @@ impl Metrics {
             "restarts_delayed",
             "Restarts that waited for the restart budget (--restart-rate, --restart-burst)",
             metrics.restarts_delayed.clone(),
+        );
+        registry.register(
+            "events_dropped",
+            "Events not sent because too many were waiting to be (the status still records what they told)",
+            metrics.events_dropped.clone(),
         );
         registry.register_collector(Box::new(metrics.agents.clone()));
         registry.register_collector(Box::new(metrics.policies.clone()));
@@ -280,18 +287,21 @@ impl Metrics {
             };
             self.restarts.get_or_create(&labels).inc();
         }
+        // A new record with its delay chosen: a failure's backoff, a breaker's open time, a
+        // retry-after wait (a held restart's wait is known only when it ends).
+        let newest = after.restart_history.first();
+        let new_record = newest.filter(|r| {
+            before.restart_history.first().is_none_or(|b| {
+                (b.attempt, b.trigger, &b.failed_at) != (r.attempt, r.trigger, &r.failed_at)
+            })
+        });
+        if let Some(delay) = new_record.and_then(|r| r.backoff) {
+            self.restart_delay
+                .observe(delay.as_millis() as f64 / 1000.0);
+        }
         for event in &plan.events {
-            match event.reason {
-                EventReason::RestartScheduled | EventReason::CircuitOpened => {
-                    if let Some(delay) = after.restart_history.first().and_then(|r| r.backoff) {
-                        self.restart_delay
-                            .observe(delay.as_millis() as f64 / 1000.0);
-                    }
-                    if event.reason == EventReason::CircuitOpened {
-                        self.breaker_trips.inc();
-                    }
-                }
-                _ => {}
+            if event.reason == EventReason::CircuitOpened {
+                self.breaker_trips.inc();
             }
         }
         if after.phase == Some(Phase::Stopped) && before.phase != Some(Phase::Stopped) {

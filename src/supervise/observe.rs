@@ -20,6 +20,9 @@ pub struct Input {
     pub policy: PolicyResolution,
     /// The pod of the newest attempt controlled by the Agent, if any.
     pub pod: Option<PodFacts>,
+    /// When `pod` is of an attempt newer than the status records (a status write was lost
+    /// after it was created): the pod of the attempt the status records, if it is still there.
+    pub previous: Option<PodFacts>,
     /// The heartbeat Lease, when the agent has a heartbeat and the Lease exists.
     pub lease: Option<LeaseFacts>,
     /// The agent's orders from the AgentGroup it belongs to, if it belongs to one.

@@ -513,9 +513,8 @@ impl AgentOutageView {
 
 /// Whether the agent's own container has a readiness probe.
 fn agent_has_readiness_probe(agent: &Agent) -> bool {
-    let containers = agent
-        .spec
-        .template
+    let template = agent.spec.template.get();
+    let containers = template
         .spec
         .as_ref()
         .map(|s| s.containers.as_slice())

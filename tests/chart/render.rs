@@ -25,7 +25,18 @@ const OPERATOR_RULES: &[(&str, &[&str], &[&str])] = &[
         ],
         &["get", "patch", "update"],
     ),
-    ("", &["pods"], &["get", "list", "watch", "create", "delete"]),
+    (
+        "",
+        &["pods"],
+        &[
+            "get",
+            "list",
+            "watch",
+            "create",
+            "delete",
+            "deletecollection",
+        ],
+    ),
     (
         "",
         &["persistentvolumeclaims"],

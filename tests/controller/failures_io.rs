@@ -76,7 +76,7 @@ async fn a_manual_restart_whose_status_write_was_lost_is_adopted_never_repeated(
         .await
         .expect("delete attempt 1");
     ns.wait_gone("x-1").await;
-    let mut spec = serde_json::to_value(agent.spec.template.spec.clone().expect("a pod spec"))
+    let mut spec = serde_json::to_value(agent.spec.template.get().spec.expect("a pod spec"))
         .expect("a pod spec serializes");
     spec["restartPolicy"] = json!("Never");
     let replacement: Pod = serde_json::from_value(json!({

@@ -391,7 +391,7 @@ async fn kubectl_describe_shows_the_restart_history_and_events() {
         "Restarted At:",
         "Events:",
         "Crashed",
-        "RestartScheduled",
+        "restarting in",
         "Restarted",
     ] {
         assert!(

@@ -55,6 +55,7 @@ impl Sim {
                 status: AgentStatus::default(),
                 policy: PolicyResolution::Named("fast".to_string(), policy),
                 pod: None,
+                previous: None,
                 lease: None,
                 group: Some(group),
                 outages: Vec::new(),

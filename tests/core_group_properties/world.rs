@@ -208,6 +208,7 @@ impl World {
             status: self.agents[name].status.clone().unwrap_or_default(),
             policy: PolicyResolution::Named("walk".to_string(), self.policy.clone()),
             pod: self.pods[name].iter().max_by_key(|p| p.attempt).cloned(),
+            previous: None,
             lease: None,
             group: self.directive(&membership, &MemberKey::agent(name)),
             outages: Vec::new(),

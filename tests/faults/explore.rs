@@ -26,6 +26,11 @@ const QUICK_POINTS: usize = 8;
 /// repeated action, a late write over the end state) before the state is read.
 const SETTLE: Duration = Duration::from_secs(2);
 
+/// How long the operator holds an object's Events after sending one: well inside `SETTLE`, so
+/// the Events of the last decisions are sent before they are counted (the Events are compared
+/// to tell decisions, not how they were batched, which the controller tests show).
+const EVENT_WINDOW: Duration = Duration::from_millis(250);
+
 /// Runs at once across the whole binary (`FAULTS_CONCURRENCY`, default 4).
 static SLOTS: LazyLock<Semaphore> = LazyLock::new(|| {
     let permits = std::env::var("FAULTS_CONCURRENCY")
@@ -290,6 +295,7 @@ async fn run_once(
     let config = agent_supervisor::controller::Config {
         namespaces: vec![ns.name.clone()],
         faults: watch,
+        event_window: EVENT_WINDOW,
         ..Default::default()
     };
     let operator = Operator::start_with_config(faults.client().await, config.clone());

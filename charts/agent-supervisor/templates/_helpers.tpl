@@ -89,7 +89,7 @@ modes cannot drift apart.
 # Each attempt of an agent is a pod the operator creates, and deletes to restart or stop it.
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch", "create", "delete"]
+  verbs: ["get", "list", "watch", "create", "delete", "deletecollection"]
 # An agent's memory: claims are created once and kept across restarts, never deleted by the
 # operator (garbage collection removes them with their Agent).
 - apiGroups: [""]

@@ -175,14 +175,127 @@ impl Decider<'_> {
         )
         .expect("Never was handled above");
         let at = ceil_second(add(self.now, delay.as_std()));
-        self.crashed(ending, &format!("restarting in {delay}"));
-        let note = format!("Restarting in {delay} at {at} (failure {n} in a row)");
-        self.event(EventReason::RestartScheduled, note);
         record.backoff = Some(delay);
         self.push_history(record);
         self.s.phase = Some(Phase::BackingOff);
         self.s.next_restart_at = Some(Time(at));
+        if at <= self.now && self.restart_at_once(ending, n) {
+            return;
+        }
+        // One Event says both what happened and what happens next.
+        self.crashed(
+            ending,
+            &format!("restarting in {delay} at {at} (failure {n} in a row)"),
+        );
         self.requeue(at);
+    }
+
+    /// A restart due as soon as the failure is recorded, made in the same decision: the pod
+    /// of the next attempt is created, and one Event tells of the crash and the restart. Only
+    /// for an agent on its own whose pod has ended and is still there (a group restarts its
+    /// members together, a live pod's replacement is validated before it is killed, and a pod
+    /// gone could not tell the failure again), and when the options allow it. Returns whether
+    /// it was made.
+    fn restart_at_once(&mut self, ending: &Ending, n: u32) -> bool {
+        // The pod that ended stays (it is kept for `kubectl logs`): should the status write
+        // after the create be lost, the failure is read from it again (`recover_failure`).
+        let attempt = self.s.attempt;
+        let kept = self
+            .input
+            .pod
+            .as_ref()
+            .is_some_and(|p| p.attempt == attempt && !p.deleting && !p.is_live());
+        if !self.options.restart_at_once
+            || !kept
+            || self.input.group.is_some()
+            || self.plan.delete_pod.is_some()
+            || self.creates_blocked
+        {
+            return false;
+        }
+        let ended = self.s.pod_name.clone();
+        let events = self.plan.events.len();
+        self.start_next_attempt();
+        let Some(new) = self.plan.create_pod.as_ref() else {
+            return false;
+        };
+        let outcome = format!(
+            "restarted as pod {} (attempt {}, restart {}; failure {n} in a row)",
+            new.name, new.attempt, self.s.restart_count
+        );
+        // The restart's own Event is folded into the crash's, which names the pod that ended.
+        self.plan.events.truncate(events);
+        let created = std::mem::replace(&mut self.s.pod_name, ended);
+        self.crashed(ending, &outcome);
+        self.s.pod_name = created;
+        true
+    }
+
+    /// The pod `next` was created for a failure the status does not record: the failure and
+    /// its restart were decided together (see `restart_at_once`) and the status write after the
+    /// create was lost. The failure is decided again from the pod that ended, which is kept (for
+    /// `kubectl logs`): the adoption that follows completes its restart, as that decision did.
+    pub(super) fn recover_failure(&mut self, next: &PodFacts) {
+        let made_for_a_failure = matches!(
+            next.origin.trigger,
+            Some(Trigger::Failure | Trigger::HeartbeatLost)
+        );
+        let unrecorded = matches!(self.s.phase, Some(Phase::Pending | Phase::Running))
+            && self.s.attempt > 0
+            && next.attempt == self.s.attempt.saturating_add(1)
+            && self
+                .s
+                .restart_history
+                .first()
+                .is_none_or(|r| r.attempt != self.s.attempt);
+        if !made_for_a_failure || !unrecorded {
+            return;
+        }
+        let Some(ended) = self
+            .input
+            .previous
+            .as_ref()
+            .filter(|p| p.attempt == self.s.attempt)
+        else {
+            return;
+        };
+        let liveness = Liveness {
+            heartbeat: None,
+            lease: None,
+        };
+        let Verdict::Ended {
+            ending,
+            kill: false,
+        } = classify::classify(ended, std::time::Duration::MAX, liveness, self.now)
+        else {
+            return;
+        };
+        let at_once = std::mem::replace(&mut self.options.restart_at_once, false);
+        let events = self.plan.events.len();
+        self.fail(ending.clone(), None);
+        self.options.restart_at_once = at_once;
+        // Its Event was lost with the write: it goes out now, telling what was done.
+        let told = self.plan.events[events..]
+            .iter()
+            .rposition(|e| matches!(e.reason, EventReason::Crashed | EventReason::HeartbeatLost));
+        if let Some(i) = told
+            && self
+                .s
+                .next_restart_at
+                .as_ref()
+                .is_some_and(|t| t.0 <= self.now)
+            && self.s.phase == Some(Phase::BackingOff)
+        {
+            self.plan.events.remove(events + i);
+            let outcome = format!(
+                "restarted as pod {} (attempt {}, restart {}; failure {} in a row)",
+                next.name,
+                next.attempt,
+                self.s.restart_count.saturating_add(1),
+                self.s.consecutive_failures
+            );
+            self.crashed(&ending, &outcome);
+        }
     }
 
     /// The agent asked to be restarted no earlier than `retry` (cut to the policy's

@@ -31,7 +31,29 @@ use crate::api::{
 /// The input is taken by value: its status becomes the plan's (changed where the decision
 /// says), so no decision copies an agent's history. The caller compares against the status it
 /// read, which it still has.
-pub fn decide(mut input: Input) -> Plan {
+pub fn decide(input: Input) -> Plan {
+    decide_with(input, Options::default())
+}
+
+/// How a decision may act, beyond what its input says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// A restart due at once after a failure is made in the same decision as the failure: one
+    /// status write and one Event instead of two of each. Off when the restart must wait (the
+    /// restart budget has no token for it): the failure is recorded, the restart stays due.
+    pub restart_at_once: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            restart_at_once: true,
+        }
+    }
+}
+
+/// [`decide`], with `options`.
+pub fn decide_with(mut input: Input, options: Options) -> Plan {
     let builtin = RestartPolicySpec::default();
     let status = std::mem::take(&mut input.status);
     let mut d = Decider {
@@ -44,6 +66,7 @@ pub fn decide(mut input: Input) -> Plan {
         creates_blocked: false,
         held: None,
         outage_hold: None,
+        options,
     };
     d.run();
     d.finish()
@@ -64,6 +87,7 @@ struct Decider<'a> {
     held: Option<String>,
     /// Why an outage holds the agent's restart, if one does (the Ready condition's message).
     outage_hold: Option<String>,
+    options: Options,
 }
 
 impl<'a> Decider<'a> {
@@ -97,6 +121,7 @@ impl<'a> Decider<'a> {
         let pod = self.current_pod();
         // Adopted first: the pod says which requests were already handled when it was made.
         if let Some(pod) = pod.filter(|p| p.attempt > self.s.attempt) {
+            self.recover_failure(pod);
             self.adopt(pod);
         }
         if let Some(value) = new_request(

@@ -78,16 +78,8 @@ impl Decider<'_> {
         self.s.pod_name = Some(name.clone());
         self.s.phase = Some(Phase::Pending);
         self.s.next_restart_at = None;
-        let what = if restarted.is_some() {
-            "restart"
-        } else {
-            "start"
-        };
-        self.event(
-            EventReason::PodCreated,
-            format!("Created pod {name} (attempt {attempt}, {what})"),
-        );
         if restarted.is_some() {
+            // A restart's one Event names the pod it created.
             let why = self
                 .s
                 .restart_history
@@ -95,10 +87,15 @@ impl Decider<'_> {
                 .map(restart_cause)
                 .unwrap_or_default();
             let note = format!(
-                "Restarted as pod {name} (restart {}){why}",
+                "Restarted as pod {name} (attempt {attempt}, restart {}){why}",
                 self.s.restart_count
             );
             self.event(EventReason::Restarted, note);
+        } else {
+            self.event(
+                EventReason::PodCreated,
+                format!("Created pod {name} (attempt {attempt}, start)"),
+            );
         }
         self.plan.create_pod = Some(new);
         self.requeue(add(self.now, self.policy.startup_timeout.as_std()));

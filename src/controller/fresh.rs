@@ -1,0 +1,140 @@
+//! Whether the cache has caught up with this process's own status writes.
+//!
+//! A pod is created (or deleted) before the status that records it is written, and a decision
+//! made on an Agent older than the operator's own last write could repeat an action already
+//! taken. Instead of reading the Agent back from the server before every action, the operator
+//! remembers, for each Agent it wrote, the resourceVersion the write was made on. Every status
+//! write carries that resourceVersion as a precondition, so once the cache holds any other
+//! version, it holds the write (or the write was refused and there is nothing to wait for).
+//!
+//! What others write needs no such care: a decision on an older version of a person's request
+//! is the one the operator would have made a moment earlier. What this process wrote before it
+//! started is in the cache from its first list, which reads the server's latest state.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The resourceVersion each Agent's last status write was made on, and when.
+#[derive(Default)]
+pub struct OwnWrites(Mutex<Writes>);
+
+#[derive(Default)]
+struct Writes {
+    made_on: HashMap<(String, String), (String, Instant)>,
+    /// Writes remembered since the last sweep.
+    since_sweep: usize,
+}
+
+/// What the cache holds of an Agent, next to this process's own writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Freshness {
+    /// Nothing this process wrote is missing from it.
+    Current,
+    /// It is the version a write was made on: the write has not reached the cache yet.
+    Behind,
+    /// A write was made on it long ago and nothing has come since: the write may never have
+    /// reached the server. Only the server can tell.
+    Unsure,
+}
+
+impl OwnWrites {
+    /// A write reaches the cache within this, or was lost.
+    const PATIENCE: Duration = Duration::from_secs(10);
+    /// Writes older than this are forgotten (the Agent deleted, or not acted on since): a
+    /// write the cache has not shown in that long was not made.
+    const KEPT: Duration = Duration::from_secs(600);
+
+    /// A status write of `namespace/name` made on `resource_version` is being sent.
+    pub fn writing(&self, namespace: &str, name: &str, resource_version: &str) {
+        let mut writes = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        writes.since_sweep += 1;
+        if writes.since_sweep > writes.made_on.len().max(1024) {
+            writes.since_sweep = 0;
+            writes
+                .made_on
+                .retain(|_, (_, at)| now.saturating_duration_since(*at) < Self::KEPT);
+        }
+        writes.made_on.insert(
+            (namespace.to_string(), name.to_string()),
+            (resource_version.to_string(), now),
+        );
+    }
+
+    /// How the cached `resource_version` of `namespace/name` stands.
+    pub fn freshness(&self, namespace: &str, name: &str, resource_version: &str) -> Freshness {
+        self.freshness_at(namespace, name, resource_version, Instant::now())
+    }
+
+    fn freshness_at(
+        &self,
+        namespace: &str,
+        name: &str,
+        resource_version: &str,
+        now: Instant,
+    ) -> Freshness {
+        let mut writes = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let map = &mut writes.made_on;
+        let key = (namespace.to_string(), name.to_string());
+        match map.get(&key) {
+            Some((written_on, at)) if written_on == resource_version => {
+                let age = now.saturating_duration_since(*at);
+                if age >= Self::KEPT {
+                    map.remove(&key);
+                    Freshness::Current
+                } else if age < Self::PATIENCE {
+                    Freshness::Behind
+                } else {
+                    Freshness::Unsure
+                }
+            }
+            Some(_) => {
+                // The cache moved past the version the write was made on: it holds the write.
+                map.remove(&key);
+                Freshness::Current
+            }
+            None => Freshness::Current,
+        }
+    }
+
+    /// The Agent is gone: nothing to remember of it.
+    pub fn forget(&self, namespace: &str, name: &str) {
+        let mut writes = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        writes
+            .made_on
+            .remove(&(namespace.to_string(), name.to_string()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_is_awaited_until_the_cache_moves_past_its_version() {
+        let writes = OwnWrites::default();
+        assert_eq!(writes.freshness("ns", "a", "10"), Freshness::Current);
+        writes.writing("ns", "a", "10");
+        assert_eq!(writes.freshness("ns", "a", "10"), Freshness::Behind);
+        // Another agent, or another namespace, is not concerned.
+        assert_eq!(writes.freshness("ns", "b", "10"), Freshness::Current);
+        assert_eq!(writes.freshness("other", "a", "10"), Freshness::Current);
+        assert_eq!(writes.freshness("ns", "a", "11"), Freshness::Current);
+        // Once seen past, it is forgotten: the old version no longer means behind.
+        assert_eq!(writes.freshness("ns", "a", "10"), Freshness::Current);
+    }
+
+    #[test]
+    fn a_write_never_seen_is_left_to_the_server_after_a_while() {
+        let writes = OwnWrites::default();
+        writes.writing("ns", "a", "10");
+        let later = Instant::now() + OwnWrites::PATIENCE + Duration::from_millis(1);
+        assert_eq!(
+            writes.freshness_at("ns", "a", "10", later),
+            Freshness::Unsure
+        );
+        writes.forget("ns", "a");
+        assert_eq!(writes.freshness("ns", "a", "10"), Freshness::Current);
+    }
+}
