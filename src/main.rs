@@ -7,7 +7,7 @@ use agent_supervisor::runtime::config::{Args, StatusAddr};
 use agent_supervisor::runtime::metrics::Metrics;
 use agent_supervisor::runtime::server::{self, Health};
 use agent_supervisor::runtime::status::{self, StatusSources};
-use agent_supervisor::runtime::{leader, telemetry};
+use agent_supervisor::runtime::{client, leader, telemetry};
 use anyhow::Context as _;
 use clap::Parser;
 use tokio::sync::watch;
@@ -76,7 +76,11 @@ async fn main() -> anyhow::Result<()> {
         axum::http::header::USER_AGENT,
         axum::http::HeaderValue::from_str(&user_agent).context("invalid HOSTNAME")?,
     ));
-    let client = kube::Client::try_from(kube_config).context("cannot build a Kubernetes client")?;
+    let manners = client::Manners {
+        qps: args.kube_qps,
+        burst: args.kube_burst,
+    };
+    let client = client::build(kube_config, manners).context("cannot build a Kubernetes client")?;
     let version = client
         .apiserver_version()
         .await

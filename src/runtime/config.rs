@@ -56,6 +56,16 @@ pub struct Args {
     #[arg(long, env = "RESTART_BURST", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     pub restart_burst: u32,
 
+    /// Requests a second the operator sends the API server at most, on average; 0 sets no limit
+    /// of its own (the server's API Priority and Fairness, and the restart budget, bound it).
+    /// Answers 429 and 503 are retried after the Retry-After they ask for, either way.
+    #[arg(long, env = "KUBE_QPS", default_value_t = 0.0, value_parser = request_rate)]
+    pub kube_qps: f64,
+
+    /// Requests the operator sends at once at most, before --kube-qps applies.
+    #[arg(long, env = "KUBE_BURST", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    pub kube_burst: u32,
+
     /// Where the read-only status page (/status, /status.json) is served; empty turns it off.
     /// Loopback by default: reach it with `kubectl port-forward`.
     #[arg(long, env = "STATUS_ADDR", default_value = "127.0.0.1:8081", value_parser = status_addr)]
@@ -85,6 +95,15 @@ fn positive_rate(s: &str) -> Result<f64, String> {
         Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
         _ => Err(format!(
             "{s:?} is not a rate: write restarts a second above 0, such as 20 or 0.5"
+        )),
+    }
+}
+
+fn request_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && r >= 0.0 => Ok(r),
+        _ => Err(format!(
+            "{s:?} is not a rate: write requests a second, such as 200, or 0 for no limit"
         )),
     }
 }
@@ -129,12 +148,20 @@ mod tests {
         ])
         .unwrap();
         assert_eq!((args.restart_rate, args.restart_burst), (0.5, 3));
+        let args = Args::try_parse_from(["agent-supervisor"]).unwrap();
+        assert_eq!((args.kube_qps, args.kube_burst), (0.0, 100));
+        let args =
+            Args::try_parse_from(["agent-supervisor", "--kube-qps=50", "--kube-burst=10"]).unwrap();
+        assert_eq!((args.kube_qps, args.kube_burst), (50.0, 10));
         for bad in [
             "--restart-rate=0",
             "--restart-rate=-1",
             "--restart-rate=fast",
             "--restart-rate=inf",
             "--restart-burst=0",
+            "--kube-qps=-1",
+            "--kube-qps=many",
+            "--kube-burst=0",
         ] {
             assert!(
                 Args::try_parse_from(["agent-supervisor", bad]).is_err(),

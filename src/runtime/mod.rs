@@ -1,5 +1,7 @@
-//! Process wiring: command line, logging, the health and metrics server, leader election.
+//! Process wiring: command line, logging, the API client, the health and metrics server, leader
+//! election.
 
+pub mod client;
 pub mod config;
 pub mod leader;
 pub mod metrics;

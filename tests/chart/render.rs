@@ -321,6 +321,21 @@ fn the_restart_budget_is_passed_to_the_operator() {
     }
 }
 
+/// The client's request limit becomes the operator's flags: off unless set.
+#[test]
+fn the_request_limit_is_passed_to_the_operator() {
+    let namespace = "ops";
+    let defaults = operator_args(&documents(&template(namespace, &[])), namespace);
+    for flag in ["--kube-qps=0", "--kube-burst=100"] {
+        assert!(defaults.contains(&flag.to_string()), "{defaults:?}");
+    }
+    let sets = ["kubeClient.qps=50,kubeClient.burst=20"];
+    let set = operator_args(&documents(&template(namespace, &sets)), namespace);
+    for flag in ["--kube-qps=50", "--kube-burst=20"] {
+        assert!(set.contains(&flag.to_string()), "{set:?}");
+    }
+}
+
 /// The status page stays on loopback unless someone chooses otherwise, and can be turned off;
 /// it is never put behind the Service.
 #[test]
