@@ -26,12 +26,12 @@ pub async fn record(
     let api: Api<Agent> =
         Api::namespaced(ctx.client.clone(), &agent.namespace().unwrap_or_default());
     let name = agent.name_any();
+    let namespace = agent.namespace().unwrap_or_default();
     let mut resource_version = agent.resource_version();
     let writes = plan.record_shutdown.is_some() || !same_except_shutdown(&plan.status, before);
     if let (true, Some(version)) = (writes, &resource_version) {
         // Until the cache holds this write, nothing is done on the version it was made on.
-        ctx.own_writes
-            .writing(&agent.namespace().unwrap_or_default(), &name, version);
+        ctx.own_writes.writing(&namespace, &name, version);
     }
 
     if let Some(shutdown) = &plan.record_shutdown {
@@ -46,8 +46,17 @@ pub async fn record(
         let updated = api
             .patch_status(&name, &params, &Patch::Merge(&patch))
             .await
-            .map_err(RecordError)?;
+            .map_err(|e| {
+                if matches!(e, kube::Error::Api(_)) {
+                    ctx.own_writes.forget(&namespace, &name);
+                }
+                RecordError(e)
+            })?;
         resource_version = updated.resource_version();
+        if let Some(version) = &resource_version {
+            // The write that follows is made on this version.
+            ctx.own_writes.writing(&namespace, &name, version);
+        }
     }
 
     if !writes {
@@ -76,8 +85,7 @@ pub async fn record(
         .map_err(|e| {
             if matches!(e, kube::Error::Api(_)) {
                 // Refused: nothing was written, nothing to wait for.
-                ctx.own_writes
-                    .forget(&agent.namespace().unwrap_or_default(), &name);
+                ctx.own_writes.forget(&namespace, &name);
             }
             RecordError(e)
         })?;
