@@ -25,6 +25,9 @@ use serde::{Deserialize, Serialize};
 pub const GROUP: &str = "supervisor.dev";
 /// The label on every pod the operator creates, naming its Agent.
 pub const AGENT_LABEL: &str = "supervisor.dev/agent";
+/// The label on every pod with its Agent's uid: what old pods are removed by, so a pod that only
+/// copies the agent's labels is never among them.
+pub const AGENT_UID_LABEL: &str = "supervisor.dev/agent-uid";
 /// The label on every pod naming its attempt number.
 pub const ATTEMPT_LABEL: &str = "supervisor.dev/attempt";
 /// The annotation on every pod with a hash of the template it was made from.

@@ -11,8 +11,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::{Resource, ResourceExt};
 
 use crate::api::{
-    AGENT_LABEL, ATTEMPT_LABEL, Agent, HANDLED_RESET_ANNOTATION, HANDLED_RESTART_ANNOTATION,
-    TEMPLATE_HASH_ANNOTATION, TRIGGER_ANNOTATION,
+    AGENT_LABEL, AGENT_UID_LABEL, ATTEMPT_LABEL, Agent, HANDLED_RESET_ANNOTATION,
+    HANDLED_RESTART_ANNOTATION, TEMPLATE_HASH_ANNOTATION, TRIGGER_ANNOTATION,
 };
 use crate::supervise::NewPod;
 
@@ -64,6 +64,9 @@ pub fn pod(agent: &Agent, new: &NewPod, template_hash: &str) -> Pod {
     let mut labels = template_meta.labels.unwrap_or_default();
     labels.insert(AGENT_LABEL.to_string(), name.clone());
     labels.insert(ATTEMPT_LABEL.to_string(), new.attempt.to_string());
+    if let Some(uid) = &agent.metadata.uid {
+        labels.insert(AGENT_UID_LABEL.to_string(), uid.clone());
+    }
     let mut annotations = template_meta.annotations.unwrap_or_default();
     annotations.insert(
         TEMPLATE_HASH_ANNOTATION.to_string(),

@@ -17,7 +17,7 @@ use super::fresh::Freshness;
 use super::gather::Source;
 use super::slim::CachedPod;
 use super::{AgentObject, Context, RESYNC, events, gather, manifests, status};
-use crate::api::{AGENT_LABEL, ATTEMPT_LABEL, Agent, AgentStatus};
+use crate::api::{AGENT_UID_LABEL, ATTEMPT_LABEL, Agent, AgentStatus};
 use crate::supervise::conditions::{self, Desired};
 use crate::supervise::{self, NewPod, Plan};
 
@@ -487,9 +487,14 @@ fn remove_old_pods(agent: &Agent, pods: &Api<Pod>, attempt: u32, ctx: &Context) 
     const LOOK_BACK: u32 = 16;
     let namespace = agent.namespace().unwrap_or_default();
     let name = agent.name_any();
+    let Some(uid) = agent.metadata.uid.clone() else {
+        return;
+    };
+    // Only pods that carry the Agent's uid (made since the label was) can be selected by it.
     let old_enough = |p: &CachedPod| {
         p.metadata.deletion_timestamp.is_none()
             && manifests::controlled_by(p.owner_references(), agent)
+            && p.labels().get(AGENT_UID_LABEL) == Some(&uid)
             && matches!(p.phase(), Some("Succeeded" | "Failed"))
     };
     let attempt_of = |p: &CachedPod| {
@@ -521,13 +526,17 @@ fn remove_old_pods(agent: &Agent, pods: &Api<Pod>, attempt: u32, ctx: &Context) 
         return;
     }
     let attempts: Vec<String> = old.iter().map(u32::to_string).collect();
+    // The uid, not the name: a pod of someone else's that copies the agent's labels is never
+    // selected; nor, whatever its labels, a pod still pending or running.
     let selector = format!(
-        "{AGENT_LABEL}={name},{ATTEMPT_LABEL} in ({})",
+        "{AGENT_UID_LABEL}={uid},{ATTEMPT_LABEL} in ({})",
         attempts.join(",")
     );
     let pods = pods.clone();
     tokio::spawn(async move {
-        let params = kube::api::ListParams::default().labels(&selector);
+        let params = kube::api::ListParams::default()
+            .labels(&selector)
+            .fields("status.phase!=Pending,status.phase!=Running");
         if let Err(e) = pods
             .delete_collection(&DeleteParams::default(), &params)
             .await

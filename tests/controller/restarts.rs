@@ -284,3 +284,53 @@ async fn crashes_in_quick_succession_are_told_in_fewer_events_none_left_out() {
         assert!(told[0].contains(&format!("failure number {n}")), "{told:?}");
     }
 }
+
+#[tokio::test]
+async fn old_pods_are_removed_together_and_a_lookalike_is_left_alone() {
+    let (ns, _operator) = setup().await;
+    ns.create_policy(
+        "now",
+        json!({ "backoff": { "type": "Immediate" }, "circuitBreaker": { "failureThreshold": 0 } }),
+    )
+    .await;
+    // Someone else's pod with the agent's labels (an attempt the agent will have), finished:
+    // only which object it is tells it from the agent's own old pods.
+    let lookalike: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "lookalike", "labels": {
+            "supervisor.dev/agent": "looper", "supervisor.dev/attempt": "2" } },
+        "spec": { "containers": [{ "name": "c", "image": "example.invalid/other:1" }] }
+    }))
+    .unwrap();
+    let lookalike = ns
+        .api::<Pod>()
+        .create(&kube::api::PostParams::default(), &lookalike)
+        .await
+        .expect("create the lookalike");
+    ns.wait_running("lookalike").await;
+    ns.terminate("lookalike", 1, "Error", "not an agent").await;
+    ns.create_agent("looper", json!({ "restartPolicyRef": { "name": "now" } }))
+        .await;
+    // Attempt 6 leaves attempts 1 to 4 older than the previous one: four, removed together.
+    for attempt in 1..=5 {
+        let pod = format!("looper-{attempt}");
+        ns.wait_running(&pod).await;
+        ns.terminate(&pod, 1, "Error", "crash").await;
+    }
+    ns.wait_running("looper-6").await;
+    for attempt in 1..=4 {
+        ns.wait_gone(&format!("looper-{attempt}")).await;
+    }
+    // Removed in the one request that removed them: the lookalike was in its reach, and stays.
+    let pods = ns.api::<Pod>();
+    let still = pods
+        .get_opt("lookalike")
+        .await
+        .expect("read the lookalike")
+        .expect("the lookalike is left alone");
+    assert_eq!(still.metadata.uid, lookalike.metadata.uid);
+    let kept = pods
+        .get("looper-5")
+        .await
+        .expect("the previous attempt is kept for kubectl logs");
+    assert_eq!(kept.status.and_then(|s| s.phase).as_deref(), Some("Failed"));
+}
