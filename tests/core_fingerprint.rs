@@ -85,6 +85,74 @@ fn the_agents_own_names_are_taken_out() {
 }
 
 #[test]
+fn names_are_taken_out_as_whole_words_only() {
+    // Short names that occur inside ids and words: only the names themselves are taken out.
+    let table: [(&str, &[&str], &str); 7] = [
+        (
+            "timeout after 1234 ms talking to 10.0.0.7 req 8f14e45f-ceea-467f-a0e6-5f8b2c3d1a9e",
+            &["f1-3", "f1"],
+            "timeout after <n> ms talking to <ip> req <uuid>",
+        ),
+        (
+            "connection failed: ed-2 reached ed's limit",
+            &["ed-2", "ed"],
+            "connection failed: <name> reached <name>'s limit",
+        ),
+        (
+            "refused to feed the model",
+            &["ed"],
+            "refused to feed the model",
+        ),
+        ("ab_cache ab2 cab ab", &["ab"], "ab_cache ab<n> cab <name>"),
+        (
+            "at 10:15:03 from [ab::1]:80",
+            &["ab"],
+            "at <time> from <ip>",
+        ),
+        // A placeholder's word is not a name, even when an agent has it for one.
+        ("dial 10.0.0.1: ip down", &["ip"], "dial <ip>: <name> down"),
+        (
+            "lease researcher-heartbeat of researcher expired",
+            &["researcher"],
+            "lease <name>-heartbeat of <name> expired",
+        ),
+    ];
+    for (message, names, want) in table {
+        assert_eq!(normalize(message, names), want, "normalising {message:?}");
+    }
+}
+
+#[test]
+fn one_failure_on_agents_whose_names_occur_inside_ids_is_one_fingerprint() {
+    let f1 = fingerprint(
+        FailureReason::Error,
+        Some(1),
+        Some("timeout after 1234 ms talking to 10.0.0.7 req 8f14e45f-ceea-467f-a0e6-5f8b2c3d1a9e"),
+        &["f1-3", "f1"],
+    );
+    let f2 = fingerprint(
+        FailureReason::Error,
+        Some(1),
+        Some("timeout after 99 ms talking to 10.0.0.9 req 1c2d3e4f-aaaa-bbbb-cccc-1234567890ab"),
+        &["f2-8", "f2"],
+    );
+    assert_eq!(f1, f2);
+    let ed = fingerprint(
+        FailureReason::Error,
+        Some(1),
+        Some("upstream failed"),
+        &["ed-1", "ed"],
+    );
+    let al = fingerprint(
+        FailureReason::Error,
+        Some(1),
+        Some("upstream failed"),
+        &["al-1", "al"],
+    );
+    assert_eq!(ed, al, "`ed` is not taken out of `failed`");
+}
+
+#[test]
 fn reason_exit_code_and_message_all_count() {
     let base = fingerprint(FailureReason::Error, Some(1), Some("provider 503"), &[]);
     assert_eq!(base.len(), 16);
@@ -191,6 +259,18 @@ fn arb_words() -> impl Strategy<Value = Vec<&'static str>> {
     proptest::collection::vec(proptest::sample::select(&WORDS[..]), 1..8)
 }
 
+/// An agent name of two or three characters: a piece of a word of [`arb_words`] (never a whole
+/// one), or hex that an id may start with.
+fn short_name() -> impl Strategy<Value = String> {
+    const PIECES: [&str; 12] = [
+        "ed", "er", "ro", "at", "im", "ou", "se", "ti", "rat", "ver", "ode", "lim",
+    ];
+    prop_oneof![
+        proptest::sample::select(&PIECES[..]).prop_map(str::to_string),
+        "[a-f][a-f0-9]{1,2}",
+    ]
+}
+
 fn fill(words: &[&str], slots: &[String]) -> String {
     let mut parts = Vec::new();
     for (i, w) in words.iter().enumerate() {
@@ -234,6 +314,38 @@ proptest! {
         prop_assert_ne!(
             fingerprint(FailureReason::Error, Some(1), Some(&ma), &[]),
             fingerprint(FailureReason::Error, Some(1), Some(&mb), &[])
+        );
+    }
+
+    #[test]
+    fn short_names_inside_ids_and_words_change_no_fingerprint(
+        words in arb_words(),
+        slots in proptest::collection::vec((0..KINDS, any::<u128>(), any::<u128>()), 8),
+        names in (short_name(), short_name()),
+        ids in (any::<u128>(), any::<u128>()),
+    ) {
+        // One failure on two agents: the same template, each slot filled differently, a
+        // request id that starts with the agent's name when the name could start one, and the
+        // agent named as a word of its own. Names are pieces of the template's words, or hex.
+        let (a, b) = names;
+        let message = |name: &str, pick: fn(&(u8, u128, u128)) -> u128, id: u128| {
+            let filled: Vec<String> = slots.iter().map(|s| variable(s.0, pick(s))).collect();
+            let mut hex = format!("{id:032x}");
+            if name.bytes().all(|c| c.is_ascii_hexdigit()) {
+                hex.replace_range(..name.len(), name);
+            }
+            let uuid = format!(
+                "{}-{}-{}-{}-{}",
+                &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..]
+            );
+            format!("{} req {uuid} (agent {name})", fill(&words, &filled))
+        };
+        let ma = message(&a, |s| s.1, ids.0);
+        let mb = message(&b, |s| s.2, ids.1);
+        prop_assert_eq!(
+            fingerprint(FailureReason::Error, Some(1), Some(&ma), &[&a]),
+            fingerprint(FailureReason::Error, Some(1), Some(&mb), &[&b]),
+            "{:?} and {:?}", ma, mb
         );
     }
 

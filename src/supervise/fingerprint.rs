@@ -4,7 +4,8 @@
 //!
 //! A fingerprint hashes a failure's reason, its exit code and its message with what varies
 //! between occurrences of one failure taken out: timestamps, UUIDs, IP addresses, hex ids,
-//! path segments and tokens that carry ids, numbers, and the agent's own names.
+//! path segments and tokens that carry ids, numbers, and the agent's own names (as whole words
+//! only: a short name also occurs inside ids and other words).
 
 use std::sync::LazyLock;
 
@@ -38,18 +39,50 @@ pub fn fingerprint(
 /// runs of white space made one space.
 pub fn normalize(message: &str, names: &[&str]) -> String {
     let mut text = message.to_string();
+    let substitute_all = |text: String, patterns: &[(Regex, Sub)]| {
+        patterns.iter().fold(text, |text, (pattern, sub)| {
+            pattern
+                .replace_all(&text, |c: &Captures<'_>| substitute(*sub, &c[0]))
+                .into_owned()
+        })
+    };
+    // Times, UUIDs and addresses first: a short name may occur inside them.
+    let (before_names, after_names) = PATTERNS.split_at(NAMES_AFTER);
+    text = substitute_all(text, before_names);
     // Longest first: a pod's name contains its agent's.
     let mut names: Vec<&str> = names.iter().copied().filter(|n| n.len() >= 2).collect();
     names.sort_by_key(|n| std::cmp::Reverse(n.len()));
     for name in names {
-        text = text.replace(name, "<name>");
+        text = take_out(&text, name);
     }
-    for (pattern, sub) in PATTERNS.iter() {
-        text = pattern
-            .replace_all(&text, |c: &Captures<'_>| substitute(*sub, &c[0]))
-            .into_owned();
-    }
+    // The rest after: a pod's name (`researcher-7`) would otherwise lose its number first.
+    text = substitute_all(text, after_names);
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `text` with `name` replaced by `<name>` where it is a whole word: not inside a longer one
+/// (`ed` in `failed`, `f1` in `8f14e45f`), nor the word of a placeholder (`<ip>`).
+fn take_out(text: &str, name: &str) -> String {
+    let in_word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    let step = name.chars().next().map_or(1, char::len_utf8);
+    let mut out = String::with_capacity(text.len());
+    let (mut copied, mut from) = (0, 0);
+    while let Some(found) = text[from..].find(name) {
+        let at = from + found;
+        let end = at + name.len();
+        let before = text[..at].chars().next_back();
+        let after = text[end..].chars().next();
+        let placeholder = before == Some('<') && after == Some('>');
+        if in_word(before) || in_word(after) || placeholder {
+            from = at + step;
+            continue;
+        }
+        out.push_str(&text[copied..at]);
+        out.push_str("<name>");
+        (copied, from) = (end, end);
+    }
+    out.push_str(&text[copied..]);
+    out
 }
 
 /// What a pattern's match becomes.
@@ -62,6 +95,10 @@ enum Sub {
     /// See [`token`].
     Token,
 }
+
+/// How many of [`PATTERNS`] (times, UUIDs and addresses) come before the agent's names are
+/// taken out.
+const NAMES_AFTER: usize = 7;
 
 /// The substitutions, in order: each later one sees the placeholders of the earlier ones.
 static PATTERNS: LazyLock<Vec<(Regex, Sub)>> = LazyLock::new(|| {
