@@ -4,6 +4,7 @@
 pub mod budget;
 mod error;
 mod events;
+mod finished;
 mod fresh;
 mod gather;
 pub mod groups;
@@ -106,6 +107,8 @@ pub struct Context {
     gone: Arc<GonePods>,
     /// This process's own status writes the cache may not hold yet.
     own_writes: fresh::OwnWrites,
+    /// Each Agent's finished pods, where old attempts are found.
+    finished: Arc<finished::FinishedPods>,
     /// Which Agents the groups name, listed for first starts.
     named: named::NamedByGroups,
 }
@@ -366,6 +369,7 @@ async fn run_scope(
     );
     let (pod_tx, pod_changes) = channel::<CachedPod>();
     let gone = Arc::new(GonePods::default());
+    let finished = Arc::new(finished::FinishedPods::default());
     let mut forward_pod = forward(pod_tx);
     let pods = watches.spawn(
         format!("Pods in {within}"),
@@ -374,9 +378,14 @@ async fn run_scope(
         slim::pod,
         {
             let gone = gone.clone();
+            let finished = finished.clone();
             move |change| {
-                if let Change::Deleted(pod) = &change {
-                    gone.keep(pod.clone());
+                match &change {
+                    Change::Applied(pod) => finished.saw(pod),
+                    Change::Deleted(pod) => {
+                        finished.gone(pod);
+                        gone.keep(pod.clone());
+                    }
                 }
                 forward_pod(change)
             }
@@ -443,6 +452,7 @@ async fn run_scope(
         retries: Retries::default(),
         gone,
         own_writes: fresh::OwnWrites::default(),
+        finished,
         named: named::NamedByGroups::default(),
     });
     config.metrics.watch_agents(agents.clone());

@@ -483,45 +483,33 @@ where
 fn remove_old_pods(agent: &Agent, pods: &Api<Pod>, attempt: u32, ctx: &Context) {
     /// Old pods are let pile up to this many before they are removed together.
     const BATCH: usize = 4;
-    /// How many attempts back are looked for by name; every so often, the whole cache is.
-    const LOOK_BACK: u32 = 16;
     let namespace = agent.namespace().unwrap_or_default();
-    let name = agent.name_any();
     let Some(uid) = agent.metadata.uid.clone() else {
         return;
     };
     // Only pods that carry the Agent's uid (made since the label was) can be selected by it.
-    let old_enough = |p: &CachedPod| {
+    let old_enough = |p: &CachedPod, a: u32| {
         p.metadata.deletion_timestamp.is_none()
             && manifests::controlled_by(p.owner_references(), agent)
             && p.labels().get(AGENT_UID_LABEL) == Some(&uid)
+            && p.labels().get(ATTEMPT_LABEL).and_then(|l| l.parse().ok()) == Some(a)
             && matches!(p.phase(), Some("Succeeded" | "Failed"))
     };
-    let attempt_of = |p: &CachedPod| {
-        p.labels()
-            .get(ATTEMPT_LABEL)
-            .and_then(|a| a.parse::<u32>().ok())
-    };
-    let old: Vec<u32> = if attempt.is_multiple_of(LOOK_BACK * 2) {
-        ctx.pods
-            .state_filter(|p| {
-                p.metadata.namespace.as_deref() == Some(namespace.as_str())
-                    && old_enough(p)
-                    && attempt_of(p).is_some_and(|a| a + 1 < attempt)
-            })
-            .iter()
-            .filter_map(|p| attempt_of(p))
-            .collect()
-    } else {
-        (attempt.saturating_sub(LOOK_BACK)..attempt.saturating_sub(1))
-            .filter(|&a| {
-                let key = ObjectRef::new(&supervise::pod_name(&name, a)).within(&namespace);
-                ctx.pods
-                    .get(&key)
-                    .is_some_and(|p| old_enough(&p) && attempt_of(&p) == Some(a))
-            })
-            .collect()
-    };
+    // Proposed by the index of finished pods, confirmed by the cache.
+    let mut old = Vec::new();
+    for (a, pod) in ctx
+        .finished
+        .before(&namespace, &uid, attempt.saturating_sub(1))
+    {
+        match ctx.pods.get(&ObjectRef::new(&pod).within(&namespace)) {
+            Some(p) => {
+                if old_enough(&p, a) {
+                    old.push(a);
+                }
+            }
+            None => ctx.finished.forget(&namespace, &uid, a),
+        }
+    }
     if old.len() < BATCH {
         return;
     }
