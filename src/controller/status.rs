@@ -34,6 +34,14 @@ pub async fn record(
         ctx.own_writes.writing(&namespace, &name, version);
     }
 
+    // A write the server refused wrote nothing: there is nothing to wait for.
+    let refused = |e: kube::Error| {
+        if matches!(e, kube::Error::Api(_)) {
+            ctx.own_writes.forget(&namespace, &name);
+        }
+        RecordError(e)
+    };
+
     if let Some(shutdown) = &plan.record_shutdown {
         let patch = json!({
             "metadata": { "resourceVersion": resource_version },
@@ -46,12 +54,7 @@ pub async fn record(
         let updated = api
             .patch_status(&name, &params, &Patch::Merge(&patch))
             .await
-            .map_err(|e| {
-                if matches!(e, kube::Error::Api(_)) {
-                    ctx.own_writes.forget(&namespace, &name);
-                }
-                RecordError(e)
-            })?;
+            .map_err(refused)?;
         resource_version = updated.resource_version();
         if let Some(version) = &resource_version {
             // The write that follows is made on this version.
@@ -82,13 +85,7 @@ pub async fn record(
             &Patch::Apply(&patch),
         )
         .await
-        .map_err(|e| {
-            if matches!(e, kube::Error::Api(_)) {
-                // Refused: nothing was written, nothing to wait for.
-                ctx.own_writes.forget(&namespace, &name);
-            }
-            RecordError(e)
-        })?;
+        .map_err(refused)?;
     Ok(Some(written))
 }
 
