@@ -189,12 +189,19 @@ pub async fn run(
     };
     let shutdown = Box::pin(shutdown).shared();
     let budget = budget::Budget::new(config.budget);
+    // One for the process: one bound on the Events waiting, shared by every scope.
+    let events = events::Sender::new(
+        client.clone(),
+        config.event_window,
+        config.metrics.events_dropped.clone(),
+    );
     let tasks = scopes.into_iter().map(|scope| {
         run_scope(
             client.clone(),
             scope,
             &config,
             budget.clone(),
+            events.clone(),
             shutdown.clone(),
         )
         .boxed()
@@ -233,6 +240,7 @@ async fn run_scope(
     scope: Option<String>,
     config: &Config,
     budget: Arc<budget::Budget>,
+    events: events::Sender,
     shutdown: impl Future<Output = ()> + Clone + Send + Sync + 'static,
 ) {
     let within = scope.as_deref().unwrap_or("all namespaces");
@@ -437,11 +445,7 @@ async fn run_scope(
     let context = Arc::new(Context {
         client: client.clone(),
         recorder: Recorder::new(client.clone(), Reporter::from(FIELD_MANAGER)),
-        events: events::Sender::new(
-            client.clone(),
-            config.event_window,
-            config.metrics.events_dropped.clone(),
-        ),
+        events,
         pods,
         leases,
         claims,
