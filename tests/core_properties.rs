@@ -37,12 +37,12 @@ fn t(secs: i64) -> Timestamp {
 
 // --- Strategies ------------------------------------------------------------------------------
 
-/// Any timestamp, weighted toward the present, with the extremes.
 /// `at` cut to its second, as status times are.
 fn t_whole(at: Timestamp) -> Timestamp {
     Timestamp::from_second(at.as_second()).expect("in range")
 }
 
+/// Any timestamp, weighted toward the present, with the extremes.
 fn arb_time() -> impl Strategy<Value = Timestamp> {
     prop_oneof![
         6 => (-200_000i64..200_000, 0..1_000_000_000i32)

@@ -219,15 +219,10 @@ impl Decider<'_> {
         let Some(new) = self.plan.create_pod.as_ref() else {
             return false;
         };
-        let outcome = format!(
-            "restarted as pod {} (attempt {}, restart {}; failure {n} in a row)",
-            new.name, new.attempt, self.s.restart_count
-        );
+        let outcome = restarted_as(&new.name, new.attempt, self.s.restart_count, n);
         // The restart's own Event is folded into the crash's, which names the pod that ended.
         self.plan.events.truncate(events);
-        let created = std::mem::replace(&mut self.s.pod_name, ended);
-        self.crashed(ending, &outcome);
-        self.s.pod_name = created;
+        self.crashed_pod(ended, ending, &outcome);
         true
     }
 
@@ -287,12 +282,11 @@ impl Decider<'_> {
             && self.s.phase == Some(Phase::BackingOff)
         {
             self.plan.events.remove(events + i);
-            let outcome = format!(
-                "restarted as pod {} (attempt {}, restart {}; failure {} in a row)",
-                next.name,
+            let outcome = restarted_as(
+                &next.name,
                 next.attempt,
                 self.s.restart_count.saturating_add(1),
-                self.s.consecutive_failures
+                self.s.consecutive_failures,
             );
             self.crashed(&ending, &outcome);
         }
@@ -338,7 +332,11 @@ impl Decider<'_> {
     }
 
     pub(super) fn crashed(&mut self, ending: &Ending, outcome: &str) {
-        let pod = self.s.pod_name.clone().unwrap_or_default();
+        self.crashed_pod(self.s.pod_name.clone(), ending, outcome);
+    }
+
+    /// The Event of `pod`'s failure, about that pod, saying what comes of it.
+    fn crashed_pod(&mut self, pod: Option<String>, ending: &Ending, outcome: &str) {
         let (reason, what) = if ending.reason == FailureReason::HeartbeatLost {
             (EventReason::HeartbeatLost, "lost its heartbeat".to_string())
         } else {
@@ -356,7 +354,11 @@ impl Decider<'_> {
             .as_deref()
             .map(|m| format!(": {}", excerpt(m)))
             .unwrap_or_default();
-        self.event(reason, format!("Pod {pod} {what}{message}; {outcome}"));
+        let note = format!(
+            "Pod {} {what}{message}; {outcome}",
+            pod.as_deref().unwrap_or_default()
+        );
+        self.plan.events.push(Event { reason, note, pod });
     }
 
     pub(super) fn stop(&mut self, reason: &'static str) {
@@ -410,4 +412,11 @@ impl Decider<'_> {
             self.s.last_failure = Some(failure);
         }
     }
+}
+
+/// What a failure's Event says of the restart made with it.
+fn restarted_as(pod: &str, attempt: u32, restart: u32, failures: u32) -> String {
+    format!(
+        "restarted as pod {pod} (attempt {attempt}, restart {restart}; failure {failures} in a row)"
+    )
 }
