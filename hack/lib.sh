@@ -36,7 +36,8 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 is_ours() {
   local pid=$1 name=$2 exe
   [[ -n "$pid" && -r "/proc/$pid/cmdline" ]] || return 1
-  exe=$(tr '\0' '\n' <"/proc/$pid/cmdline" | head -n 1)
+  # (A process that exits between the check and the read leaves nothing to read: not ours.)
+  exe=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n 1)
   [[ "$(basename -- "$exe")" == "$name" ]]
 }
 
