@@ -9,7 +9,8 @@
 # DIR defaults to target/cluster. With --owner-pid, the cluster stops itself when that process
 # exits (how a test run that started its own cluster cleans up, even when it is killed).
 # KWOK_NODES fake nodes (default 2) take up to 1000 pods each; AUDIT_LOG_MAXBACKUP rotated audit
-# logs of 200 MB are kept (default 1).
+# logs of 200 MB are kept (default 1); APISERVER_PROFILING=true serves the API server's
+# /debug/pprof (for `go tool pprof` during a benchmark).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -192,7 +193,7 @@ AUDIT
     --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
     --audit-policy-file="$DIR/audit-policy.yaml" --audit-log-path="$DIR/logs/audit.log" \
     --audit-log-maxsize=200 --audit-log-maxbackup="${AUDIT_LOG_MAXBACKUP:-1}" \
-    --profiling=false --v=1
+    --profiling="${APISERVER_PROFILING:-false}" --v=1
   write_kubeconfig "$api_port"
   wait_for kube-apiserver 120 kubectl --kubeconfig="$KUBECONFIG_FILE" get --raw=/readyz
 

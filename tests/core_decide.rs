@@ -14,7 +14,7 @@ use agent_supervisor::supervise::fingerprint::fingerprint;
 use agent_supervisor::supervise::observe::{ContainerFacts, ContainerPhase, PodPhase, Termination};
 use agent_supervisor::supervise::{
     AgentFacts, EventReason, Input, LeaseFacts, NewPod, Options, PodFacts, PodOrigin,
-    PolicyResolution, decide_with,
+    PolicyResolution, SETTLE, decide_with,
 };
 use jiff::{SignedDuration, Timestamp};
 
@@ -1140,6 +1140,68 @@ fn a_failure_after_reset_after_starts_a_new_count_even_unobserved() {
     let plan = sim.crash(100, 1300);
     assert_eq!(plan.status.consecutive_failures, 1);
     assert_eq!(plan.status.next_restart_at, Some(time(1310)));
+}
+
+// --- Running after a failure: once it has stayed up -----------------------------------------
+
+const SETTLE_S: i64 = SETTLE.as_secs() as i64;
+
+#[test]
+fn a_first_pod_counts_as_running_as_soon_as_it_runs() {
+    let mut sim = Sim::new(named(fast()));
+    sim.step();
+    sim.runs(5);
+    let plan = sim.at(5).step();
+    assert_eq!(plan.status.phase, Some(Phase::Running));
+    assert_eq!(condition(&plan.status, READY).status, "True");
+}
+
+#[test]
+fn after_a_failure_the_replacement_counts_as_running_once_it_has_stayed_up() {
+    let mut sim = Sim::running(named(fast()));
+    sim.crash(5, 50);
+    sim.restart_when_due();
+    let restarted = sim.status().clone();
+    assert_eq!(restarted.phase, Some(Phase::Pending));
+    sim.runs(61);
+    let early = sim.at(61 + SETTLE_S - 1).step();
+    assert_eq!(early.status, restarted, "nothing new to write yet");
+    assert_eq!(
+        early.requeue_at,
+        Some(t(61 + SETTLE_S)),
+        "looked at again once settled"
+    );
+    let up = sim.at(61 + SETTLE_S).step();
+    assert_eq!(up.status.phase, Some(Phase::Running));
+    let ready = condition(&up.status, READY);
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("True", "PodReady")
+    );
+}
+
+#[test]
+fn a_replacement_that_crashes_before_it_settles_was_never_running() {
+    let mut sim = Sim::running(named(fast()));
+    sim.crash(5, 50);
+    sim.restart_when_due();
+    sim.runs(61);
+    sim.at(62).step();
+    let plan = sim.crash(61, 61 + SETTLE_S - 1);
+    assert_eq!(plan.status.phase, Some(Phase::BackingOff));
+    assert_eq!(plan.status.consecutive_failures, 2);
+    let ready = condition(&plan.status, READY);
+    assert_eq!(ready.status, "False");
+    assert_eq!(
+        ready.last_transition_time,
+        time(50),
+        "Ready never flipped in between"
+    );
+    assert_eq!(
+        plan.status.restart_history.len(),
+        2,
+        "both crashes recorded"
+    );
 }
 
 // --- Shutdown set by someone else ------------------------------------------------------------

@@ -165,7 +165,7 @@ pub struct ClaimMetadata {
 /// Where the agent is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum Phase {
-    /// A pod was created and is not running yet.
+    /// A pod was created and is not running yet (after a failure: not yet up for 5 s).
     Pending,
     /// The current pod is running.
     Running,

@@ -16,6 +16,6 @@ pub mod plan;
 pub mod rules;
 
 pub use backoff::stable_hash;
-pub use decide::{Options, decide, decide_with};
+pub use decide::{Options, SETTLE, decide, decide_with};
 pub use observe::{AgentFacts, Input, LeaseFacts, PodFacts, PodOrigin, PolicyResolution};
 pub use plan::{Event, EventReason, NewPod, Plan, pod_name};

@@ -4,6 +4,10 @@
 //! Here: the entry point, the phases, and leaving an agent alone. A failure's consequences are
 //! in `failure`, starting pods in `start`, the conditions and the result in `finish`.
 
+/// How long a replacement made after a failure runs before it counts as `Running`: until
+/// then the Agent stays `Pending` (and not `Ready`).
+pub const SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
+
 mod failure;
 mod finish;
 mod member;
@@ -384,6 +388,16 @@ impl<'a> Decider<'a> {
                 ready: _,
                 heartbeat_deadline,
             } => {
+                // After a failure, the replacement is recorded Running once it has stayed up
+                // a while: one that crashes sooner was never up, and a crash loop costs one
+                // status write per attempt instead of two.
+                let settled = add(since, SETTLE);
+                if self.s.consecutive_failures > 0
+                    && self.s.phase == Some(Phase::Pending)
+                    && self.now < settled
+                {
+                    return self.requeue(settled);
+                }
                 self.s.phase = Some(Phase::Running);
                 self.healthy_since(since);
                 if let Some(deadline) = heartbeat_deadline {
