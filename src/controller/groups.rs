@@ -109,7 +109,10 @@ impl GroupIndex {
 /// What every group reconcile of one scope shares.
 pub struct Context {
     pub client: Client,
+    /// For an AgentGroup that cannot be decoded (a warning, which repeats).
     pub recorder: Recorder,
+    /// The group's decisions' Events, sent as the Agents' are.
+    pub events: super::events::Sender,
     pub groups: Store<GroupObject>,
     pub agents: Store<AgentObject>,
     pub metrics: Arc<crate::runtime::metrics::Metrics>,
@@ -118,12 +121,14 @@ pub struct Context {
 impl Context {
     pub fn new(
         client: Client,
+        events: super::events::Sender,
         groups: Store<GroupObject>,
         agents: Store<AgentObject>,
         metrics: Arc<crate::runtime::metrics::Metrics>,
     ) -> Context {
         Context {
             recorder: Recorder::new(client.clone(), Reporter::from(FIELD_MANAGER)),
+            events,
             client,
             groups,
             agents,
@@ -188,7 +193,7 @@ async fn reconcile_group(group: &AgentGroup, ctx: &Context) -> Result<Action, ku
         record(group, &plan, ctx).await?;
         ctx.metrics.observe_group(before, &plan.status);
     }
-    publish(group, &plan, ctx).await;
+    publish(group, &plan, ctx);
     Ok(Action::requeue(RESYNC))
 }
 
@@ -343,23 +348,27 @@ async fn record(group: &AgentGroup, plan: &GroupPlan, ctx: &Context) -> Result<(
     Ok(())
 }
 
-/// Records the plan's Events on the group, in order.
-async fn publish(group: &AgentGroup, plan: &GroupPlan, ctx: &Context) {
-    let reference = group.object_ref(&());
-    for event in &plan.events {
-        let related = event.related.as_ref().map(|related| {
-            let (api_version, kind, name) = match related {
-                Related::Pod(name) => ("v1", "Pod", name),
-                Related::Group(name) => ("supervisor.dev/v1alpha1", "AgentGroup", name),
-            };
-            super::events::related(api_version, kind, name, group.namespace())
-        });
-        let kube_event =
-            super::events::kube_event(event.reason.as_str(), event.warning, &event.note, related);
-        if let Err(e) = ctx.recorder.publish(&kube_event, &reference).await {
-            warn!(reason = event.reason.as_str(), error = %e, "could not record an Event");
-        }
+/// Records the plan's Events on the group, in order, without holding up the reconcile (see
+/// `events::Sender`: repeats within its window go together, every note kept).
+fn publish(group: &AgentGroup, plan: &GroupPlan, ctx: &Context) {
+    if plan.events.is_empty() {
+        return;
     }
+    let events = plan
+        .events
+        .iter()
+        .map(|event| {
+            let related = event.related.as_ref().map(|related| {
+                let (api_version, kind, name) = match related {
+                    Related::Pod(name) => ("v1", "Pod", name),
+                    Related::Group(name) => ("supervisor.dev/v1alpha1", "AgentGroup", name),
+                };
+                super::events::related(api_version, kind, name, group.namespace())
+            });
+            super::events::kube_event(event.reason.as_str(), event.warning, &event.note, related)
+        })
+        .collect();
+    ctx.events.send_later(group.object_ref(&()), events);
 }
 
 fn error_policy(group: Arc<GroupObject>, error: &kube::Error, _: Arc<Context>) -> Action {

@@ -445,7 +445,7 @@ async fn run_scope(
     let context = Arc::new(Context {
         client: client.clone(),
         recorder: Recorder::new(client.clone(), Reporter::from(FIELD_MANAGER)),
-        events,
+        events: events.clone(),
         pods,
         leases,
         claims,
@@ -475,20 +475,29 @@ async fn run_scope(
         .run(reconcile::reconcile, error_policy, context)
         .for_each(|result| async move { log_outcome("Agent", result) });
     let policy_controller = policies::controller(
-        client.clone(),
+        policies::Context::new(
+            client.clone(),
+            events.clone(),
+            policies::Caches {
+                agents: agents.clone(),
+                pods: pod_store,
+                leases: lease_store,
+            },
+            config.metrics.clone(),
+        ),
         policies,
         policy_changes,
         recounts,
-        policies::Caches {
-            agents: agents.clone(),
-            pods: pod_store,
-            leases: lease_store,
-        },
-        config.metrics.clone(),
         shutdown.clone(),
     );
     let group_controller = groups::controller(
-        groups::Context::new(client.clone(), groups, agents, config.metrics.clone()),
+        groups::Context::new(
+            client.clone(),
+            events,
+            groups,
+            agents,
+            config.metrics.clone(),
+        ),
         group_changes,
         group_triggers,
         config.concurrency,

@@ -3,10 +3,8 @@
 
 use super::slim::CachedPod;
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
-use tracing::warn;
 
 use crate::api::{Agent, RestartPolicy};
 use crate::supervise::conditions::Desired;
@@ -115,19 +113,22 @@ pub fn desired(open: bool, message: &str) -> Desired<'_> {
     }
 }
 
-/// Records the decision's Events on the policy, in order.
-pub async fn publish(recorder: &Recorder, policy: &RestartPolicy, events: &[OutageEvent]) {
-    let reference = policy.object_ref(&());
-    for event in events {
-        let related = event.agent.as_ref().map(|agent| {
-            let api_version = format!("{}/v1alpha1", crate::api::GROUP);
-            super::events::related(&api_version, "Agent", agent, policy.namespace())
-        });
-        let reason = event.reason.as_str();
-        let kube_event =
-            super::events::kube_event(reason, event.reason.is_warning(), &event.note, related);
-        if let Err(e) = recorder.publish(&kube_event, &reference).await {
-            warn!(reason = event.reason.as_str(), error = %e, "could not record an Event");
-        }
+/// Records the decision's Events on the policy, in order, without holding up the reconcile
+/// (see `events::Sender`).
+pub fn publish(sender: &super::events::Sender, policy: &RestartPolicy, events: &[OutageEvent]) {
+    if events.is_empty() {
+        return;
     }
+    let events = events
+        .iter()
+        .map(|event| {
+            let related = event.agent.as_ref().map(|agent| {
+                let api_version = format!("{}/v1alpha1", crate::api::GROUP);
+                super::events::related(&api_version, "Agent", agent, policy.namespace())
+            });
+            let reason = event.reason.as_str();
+            super::events::kube_event(reason, event.reason.is_warning(), &event.note, related)
+        })
+        .collect();
+    sender.send_later(policy.object_ref(&()), events);
 }

@@ -28,31 +28,45 @@ pub struct Caches {
     pub leases: Store<Lease>,
 }
 
-struct Context {
+/// What every policy reconcile shares.
+pub struct Context {
     client: Client,
+    /// For a RestartPolicy that cannot be decoded (a warning, which repeats).
     recorder: Recorder,
+    /// The outage breaker's Events, sent as the Agents' are.
+    events: super::events::Sender,
     caches: Caches,
     metrics: Arc<Metrics>,
+}
+
+impl Context {
+    pub fn new(
+        client: Client,
+        events: super::events::Sender,
+        caches: Caches,
+        metrics: Arc<Metrics>,
+    ) -> Context {
+        Context {
+            recorder: Recorder::new(client.clone(), Reporter::from(FIELD_MANAGER)),
+            events,
+            client,
+            caches,
+            metrics,
+        }
+    }
 }
 
 /// The policy status controller: reconciles a policy when it changes (`changes`) and when what
 /// its users tell it may have changed (`recounts`: an Agent using it was created, deleted,
 /// switched policy, failed, or moved on).
 pub async fn controller(
-    client: Client,
+    context: Context,
     policies: Store<PolicyObject>,
     changes: impl futures::Stream<Item = Result<PolicyObject, watcher::Error>> + Send + 'static,
     recounts: impl futures::Stream<Item = ObjectRef<PolicyObject>> + Send + 'static,
-    caches: Caches,
-    metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let context = Arc::new(Context {
-        recorder: Recorder::new(client.clone(), Reporter::from(FIELD_MANAGER)),
-        client,
-        caches,
-        metrics,
-    });
+    let context = Arc::new(context);
     Controller::for_stream(changes, policies)
         .reconcile_on(recounts)
         .graceful_shutdown_on(shutdown)
@@ -132,7 +146,7 @@ async fn reconcile(object: Arc<PolicyObject>, ctx: Arc<Context>) -> Result<Actio
         )
         .await?;
     }
-    outages::publish(&ctx.recorder, policy, &plan.events).await;
+    outages::publish(&ctx.events, policy, &plan.events);
     ctx.metrics.observe_outages(&plan.events);
     Ok(match plan.requeue_at {
         Some(at) => {

@@ -84,13 +84,26 @@ async fn policy_events(ns: &TestNamespace) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The reasons of the Events on the policy, oldest first.
-async fn policy_event_reasons(ns: &TestNamespace) -> Vec<String> {
-    policy_events(ns)
-        .await
-        .into_iter()
-        .map(|(r, _)| r)
-        .collect()
+/// The reasons of the Events on the policy, oldest first, once every one of `expected` is
+/// among them (an object's Events that follow one within the operator's window are sent at its
+/// end, together).
+async fn policy_event_reasons(ns: &TestNamespace, expected: &[&str]) -> Vec<String> {
+    eventually(
+        REACT,
+        &format!("Events {expected:?} on the policy"),
+        || async {
+            let reasons: Vec<String> = policy_events(ns)
+                .await
+                .into_iter()
+                .map(|(r, _)| r)
+                .collect();
+            expected
+                .iter()
+                .all(|e| reasons.iter().any(|r| r == e))
+                .then_some(reasons)
+        },
+    )
+    .await
 }
 
 async fn wait_held(ns: &TestNamespace, names: &[String]) {
@@ -203,7 +216,7 @@ async fn twenty_agents_failing_alike_open_one_outage_behind_one_probe() {
         );
         assert_eq!(s.restart_history[0].trigger, Trigger::Outage, "{name}");
     }
-    let reasons = policy_event_reasons(&ns).await;
+    let reasons = policy_event_reasons(&ns, &["OutageDetected", "OutageEnded"]).await;
     assert_eq!(
         reasons.iter().filter(|r| *r == "OutageDetected").count(),
         1,
@@ -280,7 +293,7 @@ async fn a_probe_failing_alike_doubles_the_hold_and_an_operator_killed_mid_outag
         "only the probe restarted"
     );
     assert_eq!(by.get(&3), None);
-    let reasons = policy_event_reasons(&ns).await;
+    let reasons = policy_event_reasons(&ns, &["OutageDetected", "OutageProbeFailed"]).await;
     assert_eq!(
         reasons.iter().filter(|r| *r == "OutageDetected").count(),
         1,
