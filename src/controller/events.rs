@@ -68,8 +68,9 @@ impl Sender {
         }
     }
 
-    /// Sends `events` about `regarding`, now or at the end of its window, without waiting.
-    /// An Event lost with the process is only an Event: the status holds the record.
+    /// Sends `events` about `regarding`, now or at the end of its window, without waiting
+    /// (none: nothing happens, no window opens). An Event lost with the process is only an
+    /// Event: the status holds the record.
     pub fn send_later(&self, regarding: ObjectReference, events: Vec<KubeEvent>) {
         let now = jiff::Timestamp::now();
         let pending = events.into_iter().map(|event| Pending { at: now, event });
@@ -282,9 +283,6 @@ fn event_object(
 /// Records the plan's Events on the Agent, in order, without holding up the reconcile (see
 /// `Sender`).
 pub fn publish(agent: &Agent, plan: &Plan, ctx: &Context) {
-    if plan.events.is_empty() {
-        return;
-    }
     let events = plan
         .events
         .iter()
@@ -493,6 +491,10 @@ mod tests {
     #[test]
     fn a_window_keeps_what_comes_while_it_is_open_and_closes_when_nothing_came() {
         let mut windows = Windows::new(100);
+        // A decision with no Events (what every caller hands over) opens no window.
+        let (sent, dropped) = windows.offer(&key("u1"), []);
+        assert!(sent.is_none() && dropped == 0);
+        assert!(windows.open.is_empty());
         let (sent, dropped) = windows.offer(&key("u1"), [pending("Crashed", "1", "a-1", 1)]);
         assert_eq!(sent.map(|s| s.len()), Some(1), "the first is sent at once");
         assert_eq!(dropped, 0);

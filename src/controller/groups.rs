@@ -351,9 +351,6 @@ async fn record(group: &AgentGroup, plan: &GroupPlan, ctx: &Context) -> Result<(
 /// Records the plan's Events on the group, in order, without holding up the reconcile (see
 /// `events::Sender`: repeats within its window go together, every note kept).
 fn publish(group: &AgentGroup, plan: &GroupPlan, ctx: &Context) {
-    if plan.events.is_empty() {
-        return;
-    }
     let events = plan
         .events
         .iter()

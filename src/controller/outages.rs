@@ -116,9 +116,6 @@ pub fn desired(open: bool, message: &str) -> Desired<'_> {
 /// Records the decision's Events on the policy, in order, without holding up the reconcile
 /// (see `events::Sender`).
 pub fn publish(sender: &super::events::Sender, policy: &RestartPolicy, events: &[OutageEvent]) {
-    if events.is_empty() {
-        return;
-    }
     let events = events
         .iter()
         .map(|event| {
