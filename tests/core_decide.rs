@@ -2014,3 +2014,29 @@ fn a_restart_that_waits_is_not_made_with_the_failure() {
     assert_eq!(plan.status.next_restart_at, Some(time(100)));
     assert_eq!(reasons(&plan), [EventReason::Crashed]);
 }
+
+#[test]
+fn a_pod_adopted_after_a_lost_write_that_fails_is_restarted_at_once_as_its_own_attempt() {
+    // Found by the property test: the status still names attempt 1 (the write that recorded
+    // researcher-2 was lost), and researcher-2 has failed too.
+    let mut sim = Sim::running(immediate()).at_once();
+    let recorded = sim.status().clone();
+    let ended = sim.input.pod.clone();
+    let first = sim.crash(40, 100);
+    assert_eq!(first.create_pod.as_ref().map(|p| p.attempt), Some(2));
+    sim.input.status = recorded;
+    sim.input.previous = ended;
+    let plan = sim.crash(110, 130);
+    let new = plan.create_pod.as_ref().expect("restarted at once");
+    assert_eq!((new.name.as_str(), new.attempt), ("researcher-3", 3));
+    let s = &plan.status;
+    assert_eq!((s.attempt, s.restart_count), (3, 2));
+    let attempts: Vec<_> = s.restart_history.iter().map(|r| r.attempt).collect();
+    assert_eq!(attempts, [2, 1], "each record is the attempt that ended");
+    assert_eq!(s.restart_history[0].failed_at, Some(time(130)));
+    assert_eq!(s.restart_history[0].restarted_at, Some(time(130)));
+    assert_eq!(
+        s.last_failure.as_ref().and_then(|f| f.pod_name.as_deref()),
+        Some("researcher-2")
+    );
+}
