@@ -478,10 +478,13 @@ impl World {
     /// has settled. Then it runs again, or it has given up and stopped everything.
     pub fn settle(&mut self) {
         for _ in 0..12 {
+            // Pods created at the last instant start a second later and have run since: long
+            // enough, by the next reconcile, to count as Running after a failure (`SETTLE`).
+            let started = self.now + SignedDuration::from_secs(1);
             self.now += SignedDuration::from_secs(700);
             for pods in self.pods.values_mut() {
                 for pod in pods.iter_mut().filter(|p| p.is_live()) {
-                    run(pod, self.now);
+                    run(pod, started);
                 }
             }
             for (kind, name) in self.objects() {
