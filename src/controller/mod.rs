@@ -110,7 +110,7 @@ pub struct Context {
     /// Each Agent's finished pods, where old attempts are found.
     finished: Arc<finished::FinishedPods>,
     /// Which Agents the groups name, listed for first starts.
-    named: named::NamedByGroups,
+    named: Arc<named::NamedByGroups>,
 }
 
 /// The last state of recently deleted pods, as their deletion's watch event carried it. A pod
@@ -303,6 +303,8 @@ async fn run_scope(
     let (recount_tx, recounts) = mpsc::unbounded::<ObjectRef<PolicyObject>>();
     let mut uses: HashMap<ObjectRef<AgentObject>, (Option<String>, OutageSignature)> =
         HashMap::new();
+    let named = Arc::new(named::NamedByGroups::default());
+    let noted = named.clone();
     let agents = watches.spawn(
         format!("Agents in {within}"),
         api::<AgentObject>(&client, &scope),
@@ -313,11 +315,19 @@ async fn run_scope(
         move |change| {
             let (agent, used, signature) = match change {
                 Change::Applied(a) => {
+                    if let Ok(agent) = &a.0 {
+                        noted.saw(agent);
+                    }
                     let used = a.0.as_ref().ok().map(policy_name);
                     let signature = a.0.as_ref().ok().map(outage_signature).unwrap_or_default();
                     (a, used, signature)
                 }
-                Change::Deleted(a) => (a, None, OutageSignature::default()),
+                Change::Deleted(a) => {
+                    if let Ok(agent) = &a.0 {
+                        noted.gone(agent);
+                    }
+                    (a, None, OutageSignature::default())
+                }
             };
             let key = ObjectRef::from(&agent);
             let (before, signed) = match &used {
@@ -457,7 +467,7 @@ async fn run_scope(
         gone,
         own_writes: fresh::OwnWrites::default(),
         finished,
-        named: named::NamedByGroups::default(),
+        named,
     });
     config.metrics.watch_agents(agents.clone());
     config.status.watch_agents(agents.clone());

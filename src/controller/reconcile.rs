@@ -112,7 +112,7 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
         return Ok(Done::Then(Action::requeue(Duration::from_millis(500))));
     } else if plan.create_pod.as_ref().is_some_and(|p| p.attempt == 1)
         && plan.status.group.is_none()
-        && named_by_a_group(agent, ctx, started).await?
+        && named_by_a_group(agent, ctx, ctx.named.asked(agent, started)).await?
     {
         // A group created with the Agent may not have reached the cache yet (watches of
         // different kinds keep no order between them): its start order applies from the very
@@ -306,7 +306,8 @@ async fn is_current(agent: &Agent, ctx: &Context) -> Result<bool, Error> {
 
 /// Whether a group on the server names the Agent: checked before its first pod is created,
 /// when the cache knows no group of it, by a list of the namespace's groups begun after `asked`
-/// (one at a time per namespace, shared by every Agent waiting for it).
+/// (the instant its watch event first arrived; one list at a time per namespace, shared by
+/// every Agent it answers).
 async fn named_by_a_group(
     agent: &Agent,
     ctx: &Context,
