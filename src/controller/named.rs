@@ -6,41 +6,78 @@
 //! Agent whose watch event arrived before the list began: the Agent was written before its event
 //! came, and a group created before the Agent before that, so a list begun later holds the group.
 //!
-//! So a thousand Agents created at once share a few lists instead of one each: one list runs per
-//! namespace at a time, each Agent is asked about from the instant its event first arrived, and
-//! an Agent whose question an earlier list already answers does not wait for the one running.
+//! So a thousand Agents created at once share a few dozen lists instead of one each: each Agent
+//! is asked about from the instant its event first arrived, is answered by the latest finished
+//! list or waits for one under way that began after that, and begins one only when none did (at
+//! most `IN_FLIGHT` per namespace at once). Lists are spawned: one ends whoever still waits.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 
 use crate::api::{Agent, AgentGroup, MemberKey};
 
-/// The latest list of a namespace's groups: when it began, and the members it named.
-type Listed = Option<(Instant, Arc<HashSet<MemberKey>>)>;
+/// The members a list of a namespace's groups named; `None` if the list failed.
+type Named = Option<Arc<HashSet<MemberKey>>>;
 
-/// One namespace's lists: one runs at a time; the latest finished one answers without waiting.
+/// A list under way: when it began, and its result once it has one.
+type Running = (Instant, Shared<BoxFuture<'static, Named>>);
+
+/// At most this many lists of one namespace run at once: an Agent that arrives while they
+/// run waits for the next to begin, not for all of them to end.
+const IN_FLIGHT: usize = 4;
+
+/// One namespace's lists: the latest finished one, and those under way.
 #[derive(Default)]
 struct Namespace {
-    listing: tokio::sync::Mutex<()>,
-    listed: Mutex<Listed>,
+    done: Option<(Instant, Arc<HashSet<MemberKey>>)>,
+    running: Vec<Running>,
+}
+
+/// What an Agent asked about at `asked` does next.
+enum Next {
+    Answer(bool),
+    Await(Shared<BoxFuture<'static, Named>>),
+    Begin,
+    /// Every slot is taken by a list begun too early: wait for the newest, then ask again.
+    Wait(Shared<BoxFuture<'static, Named>>),
 }
 
 impl Namespace {
-    /// The latest list's answer for `member`, if that list began at or after `asked`.
-    fn answer(&self, member: &MemberKey, asked: Instant) -> Option<bool> {
-        let listed = self.listed.lock().unwrap_or_else(PoisonError::into_inner);
-        let (began, named) = listed.as_ref()?;
-        (*began >= asked).then(|| named.contains(member))
+    fn next(&self, member: &MemberKey, asked: Instant) -> Next {
+        if let Some((began, named)) = &self.done
+            && *began >= asked
+        {
+            return Next::Answer(named.contains(member));
+        }
+        if let Some((_, list)) = self.running.iter().find(|(began, _)| *began >= asked) {
+            return Next::Await(list.clone());
+        }
+        match self.running.iter().max_by_key(|(began, _)| *began) {
+            Some((_, list)) if self.running.len() >= IN_FLIGHT => Next::Wait(list.clone()),
+            _ => Next::Begin,
+        }
+    }
+
+    /// A list begun at `began` ended with `named`.
+    fn ended(&mut self, began: Instant, named: &Named) {
+        self.running.retain(|(b, _)| *b != began);
+        if let Some(named) = named
+            && self.done.as_ref().is_none_or(|(b, _)| *b < began)
+        {
+            self.done = Some((began, named.clone()));
+        }
     }
 }
 
 #[derive(Default)]
 pub struct NamedByGroups {
-    namespaces: Mutex<HashMap<String, Arc<Namespace>>>,
+    namespaces: Arc<Mutex<HashMap<String, Namespace>>>,
     /// When each never-started Agent's watch event first arrived, by uid.
     first_seen: Mutex<HashMap<String, Instant>>,
 }
@@ -101,34 +138,68 @@ impl NamedByGroups {
         member: &MemberKey,
         asked: Instant,
     ) -> Result<bool, kube::Error> {
-        let slot = {
-            let mut map = self
-                .namespaces
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            map.entry(namespace.to_string()).or_default().clone()
-        };
-        if let Some(answer) = slot.answer(member, asked) {
-            return Ok(answer);
+        loop {
+            let next = {
+                let mut map = self
+                    .namespaces
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                let slot = map.entry(namespace.to_string()).or_default();
+                let next = slot.next(member, asked);
+                if let Next::Begin = next {
+                    let list = self.begin(client, namespace);
+                    slot.running.push(list.clone());
+                    Next::Await(list.1)
+                } else {
+                    next
+                }
+            };
+            match next {
+                Next::Answer(answer) => return Ok(answer),
+                Next::Await(list) => match list.await {
+                    Some(named) => return Ok(named.contains(member)),
+                    // The shared list failed: this Agent's own list says why (or answers).
+                    None => {
+                        return list_groups(client, namespace)
+                            .await
+                            .map(|n| n.contains(member));
+                    }
+                },
+                Next::Wait(list) => {
+                    list.await;
+                }
+                Next::Begin => unreachable!("begun above"),
+            }
         }
-        // One list at a time per namespace: those who wait for it may use the next one.
-        let _listing = slot.listing.lock().await;
-        if let Some(answer) = slot.answer(member, asked) {
-            return Ok(answer);
-        }
-        let began = Instant::now();
-        let api: Api<AgentGroup> = Api::namespaced(client.clone(), namespace);
-        let groups = api.list(&ListParams::default()).await?;
-        let named: HashSet<MemberKey> = groups
-            .items
-            .iter()
-            .flat_map(|g| g.spec.members.iter().map(|m| m.key()))
-            .collect();
-        let answer = named.contains(member);
-        *slot.listed.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some((began, Arc::new(named)));
-        Ok(answer)
     }
+
+    /// Begins a list of `namespace`'s groups, run to its end whoever waits for it.
+    fn begin(&self, client: &Client, namespace: &str) -> Running {
+        let began = Instant::now();
+        let (client, ns) = (client.clone(), namespace.to_string());
+        let namespaces = self.namespaces.clone();
+        let task = tokio::spawn(async move {
+            let named = list_groups(&client, &ns).await.ok().map(Arc::new);
+            let mut map = namespaces.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(slot) = map.get_mut(&ns) {
+                slot.ended(began, &named);
+            }
+            named
+        });
+        let list = async move { task.await.ok().flatten() }.boxed().shared();
+        (began, list)
+    }
+}
+
+/// The members every group of `namespace` names, as the server has them now.
+async fn list_groups(client: &Client, namespace: &str) -> Result<HashSet<MemberKey>, kube::Error> {
+    let api: Api<AgentGroup> = Api::namespaced(client.clone(), namespace);
+    let groups = api.list(&ListParams::default()).await?;
+    Ok(groups
+        .items
+        .iter()
+        .flat_map(|g| g.spec.members.iter().map(|m| m.key()))
+        .collect())
 }
 
 #[cfg(test)]
@@ -181,19 +252,70 @@ mod tests {
 
     #[test]
     fn a_list_answers_only_those_asked_before_it_began() {
-        let slot = Namespace::default();
+        let mut slot = Namespace::default();
         let member = MemberKey::agent("a");
         let asked = Instant::now();
-        assert_eq!(slot.answer(&member, asked), None, "nothing listed yet");
-        let began = Instant::now();
-        *slot.listed.lock().unwrap() = Some((began, Arc::new(HashSet::from([member.clone()]))));
-        assert_eq!(slot.answer(&member, asked), Some(true));
-        assert_eq!(slot.answer(&MemberKey::agent("b"), asked), Some(false));
-        let after = began + std::time::Duration::from_millis(1);
-        assert_eq!(
-            slot.answer(&member, after),
-            None,
-            "asked after the list began"
+        assert!(
+            matches!(slot.next(&member, asked), Next::Begin),
+            "nothing listed yet"
         );
+        let began = Instant::now();
+        slot.ended(began, &Some(Arc::new(HashSet::from([member.clone()]))));
+        assert!(matches!(slot.next(&member, asked), Next::Answer(true)));
+        assert!(matches!(
+            slot.next(&MemberKey::agent("b"), asked),
+            Next::Answer(false)
+        ));
+        let after = began + std::time::Duration::from_millis(1);
+        assert!(
+            matches!(slot.next(&member, after), Next::Begin),
+            "asked after it began"
+        );
+    }
+
+    fn pending() -> Shared<BoxFuture<'static, Named>> {
+        futures::future::pending().boxed().shared()
+    }
+
+    #[test]
+    fn lists_under_way_are_shared_and_bounded() {
+        let mut slot = Namespace::default();
+        let member = MemberKey::agent("a");
+        let first = Instant::now();
+        slot.running.push((first, pending()));
+        assert!(
+            matches!(slot.next(&member, first), Next::Await(_)),
+            "begun after it asked"
+        );
+        let later = first + std::time::Duration::from_millis(1);
+        assert!(
+            matches!(slot.next(&member, later), Next::Begin),
+            "a slot is free"
+        );
+        for i in 1..IN_FLIGHT as u64 {
+            slot.running
+                .push((first + std::time::Duration::from_micros(i), pending()));
+        }
+        let late = first + std::time::Duration::from_secs(1);
+        assert!(
+            matches!(slot.next(&member, late), Next::Wait(_)),
+            "every slot taken"
+        );
+        // A failed list answers nobody, and frees its slot.
+        slot.ended(first, &None);
+        assert_eq!(slot.running.len(), IN_FLIGHT - 1);
+        assert!(slot.done.is_none());
+        assert!(matches!(slot.next(&member, late), Next::Begin));
+    }
+
+    #[test]
+    fn an_older_list_ending_late_does_not_replace_a_newer_answer() {
+        let mut slot = Namespace::default();
+        let member = MemberKey::agent("a");
+        let older = Instant::now();
+        let newer = older + std::time::Duration::from_millis(5);
+        slot.ended(newer, &Some(Arc::new(HashSet::from([member.clone()]))));
+        slot.ended(older, &Some(Arc::new(HashSet::new())));
+        assert!(matches!(slot.next(&member, newer), Next::Answer(true)));
     }
 }
