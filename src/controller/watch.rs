@@ -28,6 +28,9 @@ pub struct WatchFaults {
     /// Of the events of one object held back together, only the last is delivered: the
     /// operator sees the latest state and never the ones in between.
     pub coalesce: bool,
+    /// Only the pod watch is late: the operator sees an Agent's changes before those of its
+    /// pods made earlier (watches of different kinds keep no order between them).
+    pub pods_only: bool,
 }
 
 /// A change of a watched object, after the cache has taken it.
@@ -74,7 +77,10 @@ impl Watches {
     {
         let (reader, mut writer) = reflector::store();
         let health = self.health.clone();
-        let faults = self.faults;
+        let mut faults = self.faults;
+        if faults.pods_only && K::kind(&()) != "Pod" {
+            faults.lag = None;
+        }
         health.watch_started(&name);
         let label = name.clone();
         let task = tokio::spawn(async move {

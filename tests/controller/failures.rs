@@ -268,6 +268,7 @@ fn start_lagging(namespace: &str, lag: std::time::Duration) -> tokio::task::Join
             faults: agent_supervisor::controller::WatchFaults {
                 lag: Some(lag),
                 coalesce: true,
+                pods_only: false,
             },
             ..Default::default()
         };

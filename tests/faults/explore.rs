@@ -239,6 +239,39 @@ pub async fn explore_late_watches(scenario: &'static Scenario, lag: Duration) {
     let faults = WatchFaults {
         lag: Some(lag),
         coalesce: true,
+        pods_only: false,
+    };
+    ends_alike(scenario, &baseline, faults, started).await;
+}
+
+/// Runs `scenario` uninterrupted, then with only the operator's pod watch late by `lag`: it sees
+/// each Agent's changes before the changes its pods went through earlier. Both must end alike.
+pub async fn explore_late_pod_watch(scenario: &'static Scenario, lag: Duration) {
+    let started = Instant::now();
+    let baseline = run_once(scenario, None, WatchFaults::default()).await;
+    if let Some(e) = &baseline.stuck {
+        panic!("{}: the uninterrupted run failed: {e}", scenario.name);
+    }
+    let faults = WatchFaults {
+        lag: Some(lag),
+        coalesce: false,
+        pods_only: true,
+    };
+    ends_alike(scenario, &baseline, faults, started).await;
+}
+
+/// Runs `scenario` with the watches `faults` describes; it must end as `baseline` did.
+async fn ends_alike(
+    scenario: &'static Scenario,
+    baseline: &Outcome,
+    faults: WatchFaults,
+    started: Instant,
+) {
+    let lag = faults.lag.unwrap_or_default();
+    let how = if faults.pods_only {
+        format!("the pod watch {lag:?} late")
+    } else {
+        format!("watches {lag:?} late and coalesced")
     };
     let late = run_once(scenario, None, faults).await;
     let mut problems = late.violations.clone();
@@ -246,7 +279,7 @@ pub async fn explore_late_watches(scenario: &'static Scenario, lag: Duration) {
     problems.extend(baseline.end.diff(&late.end));
     let events = event_diff(&baseline.events, &late.events);
     eprintln!(
-        "faults: {}: watches {lag:?} late and coalesced: {} in {:.0}s{}",
+        "faults: {}: {how}: {} in {:.0}s{}",
         scenario.name,
         if problems.is_empty() {
             "same end state"
@@ -262,14 +295,14 @@ pub async fn explore_late_watches(scenario: &'static Scenario, lag: Duration) {
     );
     assert!(
         problems.is_empty(),
-        "{}: with watches {lag:?} late and coalesced the run ends differently:\n    - {}\n    requests:\n      {}",
+        "{}: with {how} the run ends differently:\n    - {}\n    requests:\n      {}",
         scenario.name,
         problems.join("\n    - "),
         lines(&late.mutations).replace("\n  ", "\n      "),
     );
     assert!(
         !events.contains('+'),
-        "{}: late watches made the operator decide something twice: Events {events}",
+        "{}: with {how} the operator decided something twice: Events {events}",
         scenario.name
     );
 }

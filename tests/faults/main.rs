@@ -12,7 +12,9 @@
 //!
 //! Then, Sieve's "stale" and "unobserved" states: every scenario also runs with the operator's
 //! watches two seconds late and coalesced (it decides on caches behind the server and never sees
-//! the states in between), and must end as the uninterrupted run does.
+//! the states in between), and must end as the uninterrupted run does; and with only the pod
+//! watch late (watches of different kinds keep no order: an Agent's change may be seen before
+//! its pod's earlier one).
 //!
 //! By default (quick) each scenario explores at most 8 crash points, spread over its requests
 //! that act or record (not Events) — for a story with a focus (the group scenarios' crash),
@@ -105,6 +107,22 @@ async fn every_scenario_ends_alike_with_late_and_coalesced_watches() {
     let runs: Vec<_> = scenarios::ALL
         .iter()
         .map(|scenario| tokio::spawn(explore_late_watches(scenario, lag)))
+        .collect();
+    let mut failures = Vec::new();
+    for run in runs {
+        if let Err(e) = run.await {
+            failures.push(e.to_string());
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_scenario_ends_alike_with_a_late_pod_watch() {
+    let lag = std::time::Duration::from_secs(2);
+    let runs: Vec<_> = scenarios::ALL
+        .iter()
+        .map(|scenario| tokio::spawn(explore::explore_late_pod_watch(scenario, lag)))
         .collect();
     let mut failures = Vec::new();
     for run in runs {
