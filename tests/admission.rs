@@ -401,7 +401,7 @@ async fn every_example_manifest_is_accepted() {
 
 /// `kubectl explain path`. The API server publishes a new CRD's OpenAPI schema a moment after it
 /// is Established: retried for up to a minute.
-fn explain(path: &str) -> String {
+async fn explain(path: &str) -> String {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         let out = support::kubectl()
@@ -416,7 +416,7 @@ fn explain(path: &str) -> String {
             "kubectl explain {path} failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        std::thread::sleep(std::time::Duration::from_millis(500));
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
 }
 
@@ -424,7 +424,7 @@ fn explain(path: &str) -> String {
 async fn kubectl_explain_shows_the_field_docs() {
     let ns = setup().await;
     drop(ns);
-    let heartbeat = explain("agent.spec.heartbeat");
+    let heartbeat = explain("agent.spec.heartbeat").await;
     for want in [
         "renews a Lease named after the Agent",
         "timeout",
@@ -436,7 +436,7 @@ async fn kubectl_explain_shows_the_field_docs() {
             "explain agent.spec.heartbeat lacks {want:?}:\n{heartbeat}"
         );
     }
-    let backoff = explain("restartpolicy.spec.backoff");
+    let backoff = explain("restartpolicy.spec.backoff").await;
     for want in [
         "How long to wait before each restart",
         "initialDelay",
@@ -450,21 +450,21 @@ async fn kubectl_explain_shows_the_field_docs() {
             "explain restartpolicy.spec.backoff lacks {want:?}:\n{backoff}"
         );
     }
-    let outage = explain("restartpolicy.spec.outage");
+    let outage = explain("restartpolicy.spec.outage").await;
     for want in ["Distinct agents", "holdFor", "probe", "window"] {
         assert!(
             outage.contains(want),
             "explain restartpolicy.spec.outage lacks {want:?}:\n{outage}"
         );
     }
-    let outages = explain("restartpolicy.status.outages");
+    let outages = explain("restartpolicy.status.outages").await;
     for want in ["fingerprint", "probeAgent", "nextProbeAt", "Holding"] {
         assert!(
             outages.contains(want),
             "explain restartpolicy.status.outages lacks {want:?}:\n{outages}"
         );
     }
-    let status = explain("agent.status.restartHistory");
+    let status = explain("agent.status.restartHistory").await;
     assert!(
         status.contains("newest first"),
         "explain agent.status.restartHistory:\n{status}"

@@ -273,13 +273,14 @@ async fn invalid_groups_are_rejected_with_a_message_naming_the_field() {
 async fn kubectl_explain_documents_every_group_field() {
     drop(setup().await);
     // kubectl wraps descriptions at 80 columns: compare with the line breaks undone.
-    let explain = |path: &str| {
+    let explain = async |path: &str| {
         explain(path)
+            .await
             .split_whitespace()
             .collect::<Vec<_>>()
             .join(" ")
     };
-    let spec = explain("agentgroup.spec");
+    let spec = explain("agentgroup.spec").await;
     for want in [
         "An OTP supervisor for agents",
         "strategy",
@@ -300,7 +301,7 @@ async fn kubectl_explain_documents_every_group_field() {
             "explain agentgroup.spec lacks {want:?}:\n{spec}"
         );
     }
-    let member = explain("agentgroup.spec.members");
+    let member = explain("agentgroup.spec.members").await;
     for want in ["agent", "group", "significant", "at most 63 characters"] {
         assert!(
             member.contains(want),
@@ -315,7 +316,7 @@ async fn kubectl_explain_documents_every_group_field() {
         "agentgroup.status.members.restart",
         "agentgroup.status.restartHistory",
     ] {
-        let text = explain(path);
+        let text = explain(path).await;
         assert!(
             !text.contains("<no description>"),
             "explain {path} has an undocumented field:\n{text}"

@@ -246,7 +246,9 @@ async fn sequential_start_creates_each_pod_once_the_member_before_runs() {
         .find(|c| c.type_ == "Ready")
         .unwrap();
     assert!(ready.message.contains("group crew"), "{}", ready.message);
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    // Asked again, the operator still holds it.
+    let again = ns.decided_again("tools").await;
+    assert_eq!(again.attempt, 0, "tools must wait: {again:?}");
     assert_eq!(
         pod_names(&ns, false).await,
         ["planner-1"],

@@ -106,7 +106,11 @@ async fn a_root_group_that_gives_up_stays_stopped_until_it_is_reset() {
         assert_eq!(ready.reason, "GroupGaveUp", "{agent}");
     }
     ns.wait_gone("second-1").await;
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    // Asked again, the operator restarts neither.
+    for agent in ["first", "second"] {
+        let again = ns.decided_again(agent).await;
+        assert_eq!(again.phase, Some(Phase::Stopped), "{agent}");
+    }
     assert_eq!(
         pod_names(&ns, true).await,
         Vec::<String>::new(),

@@ -83,6 +83,40 @@ impl TestNamespace {
         .await
     }
 
+    /// Makes the operator decide about `agent` once more, on everything as it is now, and waits
+    /// until it has: a change of its spec that changes nothing it does (`agentContainer` set
+    /// to the first container, the default) and the `observedGeneration` that proves the
+    /// decision. Instead of waiting a while to see that nothing happens.
+    pub async fn decided_again(&self, agent: &str) -> AgentStatus {
+        let api = self.api::<Agent>();
+        let current = api.get(agent).await.expect("read agent");
+        let first = current
+            .spec
+            .template
+            .get()
+            .spec
+            .and_then(|spec| spec.containers.first().map(|c| c.name.clone()))
+            .expect("the template has a container");
+        let flip = if current.spec.agent_container.is_some() {
+            Value::Null
+        } else {
+            json!(first)
+        };
+        let patched = api
+            .patch(
+                agent,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "spec": { "agentContainer": flip } })),
+            )
+            .await
+            .expect("patch agentContainer");
+        let generation = patched.metadata.generation;
+        self.wait_status(agent, "decided on its new generation", |s| {
+            s.observed_generation == generation
+        })
+        .await
+    }
+
     /// Records every version of Agent `name` from now on (see [`Recorder`]).
     pub async fn record_agent(&self, name: &str) -> Recorder<Agent> {
         Recorder::start(self.api(), Some(&format!("metadata.name={name}"))).await
