@@ -1,6 +1,15 @@
-//! What can go wrong while reconciling, one type per step, and how soon to try again.
+//! What can go wrong while reconciling, one type per step, and how soon to try again: one
+//! model for the Agent, AgentGroup and RestartPolicy controllers alike.
 
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::Mutex;
 use std::time::Duration;
+
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{Lookup, ObjectRef};
+
+use crate::runtime::metrics::{Metrics, ReasonLabel};
 
 /// A failed reconcile: the step that failed, with its cause.
 #[derive(Debug, thiserror::Error)]
@@ -119,6 +128,70 @@ pub fn retry_delay(error: &Error, failures: u32) -> Duration {
     FIRST.saturating_mul(1 << doublings).min(MAX)
 }
 
+/// Failed reconciles in a row, per object: the retry delay grows with them.
+pub(crate) struct Retries<K: Lookup>(Mutex<HashMap<ObjectRef<K>, u32>>)
+where
+    K::DynamicType: Hash + Eq;
+
+impl<K: Lookup> Default for Retries<K>
+where
+    K::DynamicType: Hash + Eq,
+{
+    fn default() -> Self {
+        Retries(Mutex::default())
+    }
+}
+
+impl<K: Lookup> Retries<K>
+where
+    K::DynamicType: Hash + Eq,
+{
+    fn failed(&self, object: ObjectRef<K>) -> u32 {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let count = map.entry(object).or_default();
+        *count = count.saturating_add(1);
+        *count
+    }
+
+    pub(crate) fn succeeded(&self, object: &ObjectRef<K>) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.remove(object);
+    }
+}
+
+/// What each controller does with a failed reconcile of `object` (a `kind`): counts it by
+/// reason, logs it (a conflict only at debug: it is expected), and retries it after
+/// `retry_delay`.
+pub(crate) fn retry<K: Lookup>(
+    kind: &str,
+    object: ObjectRef<K>,
+    error: &Error,
+    retries: &Retries<K>,
+    metrics: &Metrics,
+) -> Action
+where
+    K::DynamicType: Hash + Eq,
+{
+    let namespace = object.namespace.clone().unwrap_or_default();
+    let name = object.name.clone();
+    let failures = if error.is_conflict() {
+        0
+    } else {
+        retries.failed(object)
+    };
+    let retry = retry_delay(error, failures);
+    let reason = ReasonLabel {
+        reason: error.reason().to_string(),
+    };
+    metrics.reconcile_errors.get_or_create(&reason).inc();
+    if error.is_conflict() {
+        tracing::debug!(kind, namespace, name, error = %error, "conflict: deciding again");
+    } else {
+        tracing::warn!(kind, namespace, name, reason = error.reason(), failures, error = %error, retry_in = ?retry, "reconcile failed");
+    }
+    Action::requeue(retry)
+}
+
 pub(crate) fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
 }
@@ -177,6 +250,40 @@ mod tests {
         assert!(security.is_permanent());
         assert_eq!(retry_delay(&security, 1), Duration::from_secs(300));
         assert!(create(api(422, "spec.containers: Required value")).is_permanent());
+    }
+
+    #[test]
+    fn every_reason_is_listed_and_every_listed_reason_given() {
+        let e = || api(500, "etcd timeout");
+        let read = || GatherError {
+            what: "Agent a".into(),
+            source: e(),
+        };
+        let errors = [
+            Error::Gather(read()),
+            create(e()),
+            Error::Act(ActError::Refused {
+                pod: "a-2".into(),
+                source: e(),
+            }),
+            Error::Act(ActError::Delete {
+                pod: "a-1".into(),
+                source: e(),
+            }),
+            Error::Act(ActError::Read {
+                what: "pod a-1".into(),
+                source: e(),
+            }),
+            Error::Act(ActError::NameTaken("pod a-1".into())),
+            Error::Record(RecordError(api(409, "the object has been modified"))),
+            Error::Record(RecordError(e())),
+        ];
+        let mut given: Vec<&str> = errors.iter().map(Error::reason).collect();
+        given.sort_unstable();
+        given.dedup();
+        let mut listed = Error::REASONS.to_vec();
+        listed.sort_unstable();
+        assert_eq!(given, listed);
     }
 
     #[test]

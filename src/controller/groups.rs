@@ -15,8 +15,9 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
-use tracing::{info, instrument, warn};
+use tracing::{info, instrument};
 
+use super::error::{self, Error, GatherError, RecordError, Retries};
 use super::{AgentObject, FIELD_MANAGER, RESYNC, log_outcome};
 use crate::api::{AgentGroup, AgentGroupStatus, MemberKey, MemberKind};
 use crate::supervise::group::{
@@ -116,6 +117,7 @@ pub struct Context {
     pub groups: Store<GroupObject>,
     pub agents: Store<AgentObject>,
     pub metrics: Arc<crate::runtime::metrics::Metrics>,
+    retries: Retries<GroupObject>,
 }
 
 impl Context {
@@ -133,6 +135,7 @@ impl Context {
             groups,
             agents,
             metrics,
+            retries: Retries::default(),
         }
     }
 }
@@ -156,7 +159,7 @@ pub async fn controller(
         .await;
 }
 
-async fn reconcile(object: Arc<GroupObject>, ctx: Arc<Context>) -> Result<Action, kube::Error> {
+async fn reconcile(object: Arc<GroupObject>, ctx: Arc<Context>) -> Result<Action, Error> {
     let group = match &object.0 {
         Ok(group) => group,
         Err(invalid) => {
@@ -167,11 +170,15 @@ async fn reconcile(object: Arc<GroupObject>, ctx: Arc<Context>) -> Result<Action
     if group.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    reconcile_group(group, &ctx).await
+    let result = reconcile_group(group, &ctx).await;
+    if result.is_ok() {
+        ctx.retries.succeeded(&ObjectRef::from(object.as_ref()));
+    }
+    result
 }
 
 #[instrument(skip_all, fields(namespace = %group.namespace().unwrap_or_default(), name = %group.name_any()))]
-async fn reconcile_group(group: &AgentGroup, ctx: &Context) -> Result<Action, kube::Error> {
+async fn reconcile_group(group: &AgentGroup, ctx: &Context) -> Result<Action, Error> {
     let input = gather(group, ctx, jiff::Timestamp::now());
     if missing_from_cache_only(group, &input, ctx).await? {
         // Created with the group, a member may not have reached the cache yet (watches of
@@ -190,7 +197,7 @@ async fn reconcile_group(group: &AgentGroup, ctx: &Context) -> Result<Action, ku
         );
     }
     if &plan.status != before {
-        record(group, &plan, ctx).await?;
+        record(group, &plan, ctx).await.map_err(RecordError)?;
         ctx.metrics.observe_group(before, &plan.status);
     }
     publish(group, &plan, ctx);
@@ -278,7 +285,7 @@ async fn missing_from_cache_only(
     group: &AgentGroup,
     input: &GroupInput,
     ctx: &Context,
-) -> Result<bool, kube::Error> {
+) -> Result<bool, GatherError> {
     let namespace = group.namespace().unwrap_or_default();
     let reported = |key: &MemberKey| {
         input.status.members.iter().any(|m| {
@@ -291,9 +298,13 @@ async fn missing_from_cache_only(
         }
         let name = &member.key.name;
         let found = match member.key.kind {
-            MemberKind::Agent => exists::<crate::api::Agent>(ctx, &namespace, name).await?,
-            MemberKind::AgentGroup => exists::<AgentGroup>(ctx, &namespace, name).await?,
-        };
+            MemberKind::Agent => exists::<crate::api::Agent>(ctx, &namespace, name).await,
+            MemberKind::AgentGroup => exists::<AgentGroup>(ctx, &namespace, name).await,
+        }
+        .map_err(|source| GatherError {
+            what: format!("{:?} {name}", member.key.kind),
+            source,
+        })?;
         if found {
             return Ok(true);
         }
@@ -368,18 +379,9 @@ fn publish(group: &AgentGroup, plan: &GroupPlan, ctx: &Context) {
     ctx.events.send_later(group.object_ref(&()), events);
 }
 
-fn error_policy(group: Arc<GroupObject>, error: &kube::Error, _: Arc<Context>) -> Action {
-    let conflict = matches!(error, kube::Error::Api(s) if s.code == 409);
-    if conflict {
-        tracing::debug!(
-            name = group.name_any(),
-            "conflict on AgentGroup status: deciding again"
-        );
-        Action::requeue(std::time::Duration::from_millis(200))
-    } else {
-        warn!(name = group.name_any(), error = %error, "AgentGroup reconcile failed");
-        Action::requeue(std::time::Duration::from_secs(5))
-    }
+fn error_policy(group: Arc<GroupObject>, error: &Error, ctx: Arc<Context>) -> Action {
+    let object = ObjectRef::from(group.as_ref());
+    error::retry("AgentGroup", object, error, &ctx.retries, &ctx.metrics)
 }
 
 /// The members a group names, as the index keeps them.

@@ -102,7 +102,7 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// The restart budget, shared by every scope of the operator.
     pub budget: Arc<budget::Budget>,
-    retries: Retries,
+    retries: error::Retries<AgentObject>,
     /// The last state of pods deleted since the cache saw them.
     gone: Arc<GonePods>,
     /// This process's own status writes the cache may not hold yet.
@@ -156,24 +156,6 @@ impl GonePods {
     }
 }
 
-/// Failed reconciles in a row, per Agent: the retry delay grows with them.
-#[derive(Default)]
-struct Retries(Mutex<HashMap<ObjectRef<AgentObject>, u32>>);
-
-impl Retries {
-    fn failed(&self, agent: ObjectRef<AgentObject>) -> u32 {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let count = map.entry(agent).or_default();
-        *count = count.saturating_add(1);
-        *count
-    }
-
-    fn succeeded(&self, agent: &ObjectRef<AgentObject>) {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        map.remove(agent);
-    }
-}
-
 /// Runs the controllers until `shutdown` resolves: per watched namespace (or once for the whole
 /// cluster), one set of watches shared by an Agent controller and a RestartPolicy status
 /// controller. Their workers start once every watch has listed everything.
@@ -188,6 +170,13 @@ pub async fn run(
         config.namespaces.iter().cloned().map(Some).collect()
     };
     let shutdown = Box::pin(shutdown).shared();
+    // Every reason a reconcile can fail for is exported from zero.
+    for reason in Error::REASONS {
+        let label = crate::runtime::metrics::ReasonLabel {
+            reason: reason.to_string(),
+        };
+        let _ = config.metrics.reconcile_errors.get_or_create(&label);
+    }
     let budget = budget::Budget::new(config.budget);
     // One for the process: one bound on the Events waiting, shared by every scope.
     let events = events::Sender::new(
@@ -463,7 +452,7 @@ async fn run_scope(
         groups: groups.clone(),
         metrics: config.metrics.clone(),
         budget,
-        retries: Retries::default(),
+        retries: error::Retries::default(),
         gone,
         own_writes: fresh::OwnWrites::default(),
         finished,
@@ -623,24 +612,13 @@ pub fn uses_policy(agent: &Agent, policy: &str) -> bool {
 }
 
 fn error_policy(agent: Arc<AgentObject>, error: &Error, ctx: Arc<Context>) -> Action {
-    let failures = if error.is_conflict() {
-        0
-    } else {
-        ctx.retries.failed(ObjectRef::from(agent.as_ref()))
-    };
-    let retry = error::retry_delay(error, failures);
-    let reason = crate::runtime::metrics::ReasonLabel {
-        reason: error.reason().to_string(),
-    };
-    ctx.metrics.reconcile_errors.get_or_create(&reason).inc();
-    let namespace = agent.namespace().unwrap_or_default();
-    let name = agent.name_any();
-    if error.is_conflict() {
-        tracing::debug!(namespace, name, error = %error, "conflict: deciding again");
-    } else {
-        tracing::warn!(namespace, name, reason = error.reason(), failures, error = %error, retry_in = ?retry, "reconcile failed");
-    }
-    Action::requeue(retry)
+    error::retry(
+        "Agent",
+        ObjectRef::from(agent.as_ref()),
+        error,
+        &ctx.retries,
+        &ctx.metrics,
+    )
 }
 
 /// How long to wait when nothing is due: a safety net, not a poll (it writes nothing).

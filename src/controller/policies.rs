@@ -15,6 +15,7 @@ use serde_json::json;
 
 use k8s_openapi::api::coordination::v1::Lease;
 
+use super::error::{self, Error, RecordError, Retries};
 use super::{AgentObject, FIELD_MANAGER, PolicyObject, log_outcome, outages, uses_policy};
 use crate::api::RestartPolicyStatus;
 use crate::runtime::metrics::Metrics;
@@ -37,6 +38,7 @@ pub struct Context {
     events: super::events::Sender,
     caches: Caches,
     metrics: Arc<Metrics>,
+    retries: Retries<PolicyObject>,
 }
 
 impl Context {
@@ -52,6 +54,7 @@ impl Context {
             client,
             caches,
             metrics,
+            retries: Retries::default(),
         }
     }
 }
@@ -75,7 +78,15 @@ pub async fn controller(
         .await;
 }
 
-async fn reconcile(object: Arc<PolicyObject>, ctx: Arc<Context>) -> Result<Action, kube::Error> {
+async fn reconcile(object: Arc<PolicyObject>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let result = reconcile_policy(&object, &ctx).await;
+    if result.is_ok() {
+        ctx.retries.succeeded(&ObjectRef::from(object.as_ref()));
+    }
+    result
+}
+
+async fn reconcile_policy(object: &PolicyObject, ctx: &Context) -> Result<Action, Error> {
     let policy = match &object.0 {
         Ok(policy) => policy,
         Err(invalid) => {
@@ -144,7 +155,8 @@ async fn reconcile(object: Arc<PolicyObject>, ctx: Arc<Context>) -> Result<Actio
             &PatchParams::apply(FIELD_MANAGER).force(),
             &Patch::Apply(&patch),
         )
-        .await?;
+        .await
+        .map_err(RecordError)?;
     }
     outages::publish(&ctx.events, policy, &plan.events);
     ctx.metrics.observe_outages(&plan.events);
@@ -160,15 +172,7 @@ async fn reconcile(object: Arc<PolicyObject>, ctx: Arc<Context>) -> Result<Actio
     })
 }
 
-fn error_policy(policy: Arc<PolicyObject>, error: &kube::Error, _: Arc<Context>) -> Action {
-    let conflict = matches!(error, kube::Error::Api(s) if s.code == 409);
-    if conflict {
-        tracing::debug!(
-            name = policy.name_any(),
-            "conflict on RestartPolicy status: retrying"
-        );
-    } else {
-        tracing::warn!(name = policy.name_any(), error = %error, "RestartPolicy status update failed");
-    }
-    Action::requeue(std::time::Duration::from_secs(if conflict { 1 } else { 5 }))
+fn error_policy(policy: Arc<PolicyObject>, error: &Error, ctx: Arc<Context>) -> Action {
+    let object = ObjectRef::from(policy.as_ref());
+    error::retry("RestartPolicy", object, error, &ctx.retries, &ctx.metrics)
 }

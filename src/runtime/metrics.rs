@@ -198,9 +198,6 @@ impl Metrics {
         for r in GIVE_UP_REASONS {
             let _ = self.give_ups.get_or_create(&reason(r));
         }
-        for r in crate::controller::Error::REASONS {
-            let _ = self.reconcile_errors.get_or_create(&reason(r));
-        }
         for r in crate::supervise::outage::OutageEventReason::ALL {
             let _ = self.outage_events.get_or_create(&reason(r.as_str()));
         }

@@ -122,6 +122,11 @@ async fn metrics_match_a_scripted_scenario() {
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     };
     assert!(sample(&m, "agent_supervisor_reconcile_duration_seconds_count") > 0.0);
+    // Every reason a reconcile can fail for is exported, from zero.
+    for reason in agent_supervisor::controller::Error::REASONS {
+        let series = format!("agent_supervisor_reconcile_errors_total{{reason=\"{reason}\"}} ");
+        assert!(m.contains(&series), "{series}is not exported:\n{m}");
+    }
     assert!(!m.contains("agent=\""), "no per-agent labels by default");
     // The dashboard and the alerts query only what this scrape exports.
     crate::dashboard::check_against(&m);
