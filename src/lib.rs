@@ -5,3 +5,4 @@ pub mod cli;
 pub mod controller;
 pub mod runtime;
 pub mod supervise;
+pub mod view;

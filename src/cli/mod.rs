@@ -2,13 +2,10 @@
 //!
 //! The commands read what `kubectl get` would show them — Agents, their RestartPolicy, their
 //! Events, AgentGroups — and write only what `kubectl annotate` and `kubectl patch` would. The
-//! renderings (`why`, `history`, `list`, `tree`) are pure functions of the fetched objects.
+//! renderings (`why`, `history`, `list`, `tree`) are pure functions of the fetched objects, in
+//! `crate::view`.
 
-pub mod history;
-pub mod list;
-pub mod text;
-pub mod tree;
-pub mod why;
+use crate::view::{history, list, text, tree, why};
 
 use std::path::PathBuf;
 use std::process::ExitCode;

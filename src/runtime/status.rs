@@ -19,9 +19,9 @@ use kube::runtime::reflector::Store;
 use serde::Serialize;
 
 use crate::api::{Agent, AgentGroup, Outage, RestartPolicy, Time};
-use crate::cli::list::{self, Row};
-use crate::cli::text::{one_line, relative};
-use crate::cli::tree::{self, Node};
+use crate::view::list::{self, Row};
+use crate::view::text::{one_line, relative};
+use crate::view::tree::{self, Node};
 
 /// Agents listed per namespace; the rest are counted.
 pub const AGENTS_PER_NAMESPACE: usize = 200;
