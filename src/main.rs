@@ -3,11 +3,12 @@
 use std::sync::Arc;
 
 use agent_supervisor::controller;
+use agent_supervisor::controller::health::Health;
+use agent_supervisor::controller::metrics::Metrics;
+use agent_supervisor::controller::watched::Watched;
 use agent_supervisor::runtime::config::{Args, StatusAddr};
-use agent_supervisor::runtime::metrics::Metrics;
-use agent_supervisor::runtime::server::{self, Health};
-use agent_supervisor::runtime::status::{self, StatusSources};
 use agent_supervisor::runtime::{client, leader, telemetry};
+use agent_supervisor::runtime::{server, status};
 use anyhow::Context as _;
 use clap::Parser;
 use tokio::sync::watch;
@@ -52,7 +53,7 @@ async fn main() -> anyhow::Result<()> {
     .with_context(|| format!("cannot serve metrics on {}", args.metrics_addr))?;
     info!(%addr, "serving /healthz, /readyz and /metrics");
 
-    let status = Arc::new(StatusSources::default());
+    let status = Arc::new(Watched::default());
     if let StatusAddr(Some(addr)) = args.status_addr {
         // The page is for people: an operator that cannot serve it still supervises.
         match status::serve(addr, status.clone(), until_stopped()).await {

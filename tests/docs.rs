@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use agent_supervisor::api::{Agent, Trigger};
-use agent_supervisor::runtime::metrics::{
+use agent_supervisor::controller::metrics::{
     FailureLabels, Metrics, ReasonLabel, RestartLabels, TriggerLabel,
 };
 use agent_supervisor::supervise::EventReason;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{Lookup, ObjectRef};
 
-use crate::runtime::metrics::{Metrics, ReasonLabel};
+use crate::controller::metrics::{Metrics, ReasonLabel};
 
 /// A failed reconcile: the step that failed, with its cause.
 #[derive(Debug, thiserror::Error)]

@@ -116,7 +116,7 @@ pub struct Context {
     pub events: super::events::Sender,
     pub groups: Store<GroupObject>,
     pub agents: Store<AgentObject>,
-    pub metrics: Arc<crate::runtime::metrics::Metrics>,
+    pub metrics: Arc<crate::controller::metrics::Metrics>,
     retries: Retries<GroupObject>,
 }
 
@@ -126,7 +126,7 @@ impl Context {
         events: super::events::Sender,
         groups: Store<GroupObject>,
         agents: Store<AgentObject>,
-        metrics: Arc<crate::runtime::metrics::Metrics>,
+        metrics: Arc<crate::controller::metrics::Metrics>,
     ) -> Context {
         Context {
             recorder: Recorder::new(client.clone(), Reporter::from(FIELD_MANAGER)),

@@ -1,5 +1,7 @@
 //! The IO shell: watches Agents and what they own, and for each change runs the pipeline
-//! gather → classify → decide (the pure core) → act → record.
+//! gather → classify → decide (the pure core) → act → record. What the controllers write for
+//! the process to serve lives here too: metrics, readiness (`health`) and the caches the status
+//! page reads (`watched`).
 
 pub mod budget;
 mod error;
@@ -8,7 +10,9 @@ mod finished;
 mod fresh;
 mod gather;
 pub mod groups;
+pub mod health;
 pub mod manifests;
+pub mod metrics;
 mod named;
 mod outages;
 mod policies;
@@ -16,6 +20,7 @@ mod reconcile;
 pub(crate) mod slim;
 mod status;
 mod watch;
+pub mod watched;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -37,9 +42,9 @@ pub use error::Error;
 pub use watch::WatchFaults;
 
 use crate::api::{AGENT_LABEL, Agent, MemberKey, MemberKind, Outage, RestartPolicy};
-use crate::runtime::metrics::Metrics;
-use crate::runtime::server::Health;
 use groups::{GroupIndex, GroupObject};
+use health::Health;
+use metrics::Metrics;
 use watch::{Change, Watches};
 
 /// The field manager of everything the operator writes.
@@ -66,7 +71,7 @@ pub struct Config {
     /// How fast restarts may go (`--restart-rate`, `--restart-burst`).
     pub budget: budget::BudgetConfig,
     /// Where the status page reads the caches from.
-    pub status: Arc<crate::runtime::status::StatusSources>,
+    pub status: Arc<watched::Watched>,
     /// How long an object's Events wait after one is sent, to go together (`events::WINDOW`).
     pub event_window: Duration,
 }
@@ -172,7 +177,7 @@ pub async fn run(
     let shutdown = Box::pin(shutdown).shared();
     // Every reason a reconcile can fail for is exported from zero.
     for reason in Error::REASONS {
-        let label = crate::runtime::metrics::ReasonLabel {
+        let label = metrics::ReasonLabel {
             reason: reason.to_string(),
         };
         let _ = config.metrics.reconcile_errors.get_or_create(&label);

@@ -18,7 +18,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use super::error::{self, Error, RecordError, Retries};
 use super::{AgentObject, FIELD_MANAGER, PolicyObject, log_outcome, outages, uses_policy};
 use crate::api::RestartPolicyStatus;
-use crate::runtime::metrics::Metrics;
+use crate::controller::metrics::Metrics;
 use crate::supervise::conditions::{self, ACCEPTED, Desired};
 use crate::supervise::outage::decide_outages;
 

@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::warn;
 
-use crate::runtime::server::Health;
+use crate::controller::health::Health;
 
 /// Faults injected into every watch, for tests: the operator must be right whatever it sees late
 /// or never sees.

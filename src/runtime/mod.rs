@@ -1,10 +1,10 @@
-//! Process wiring: command line, logging, the API client, the health and metrics server, leader
-//! election.
+//! Process wiring: command line, logging, the API client, leader election, and the servers for
+//! the probes, the metrics and the status page (which serve what the controllers write and
+//! watch; they own none of it).
 
 pub mod client;
 pub mod config;
 pub mod leader;
-pub mod metrics;
 pub mod server;
 pub mod status;
 pub mod telemetry;

@@ -7,18 +7,17 @@
 //! listed per namespace (those needing attention first) and `NAMESPACES` namespaces, each cut
 //! saying how many it left out.
 //!
-//! `StatusSources` holds the caches; `Snapshot` is what they held at one instant; `page` turns a
+//! `Watched` holds the caches; `Snapshot` is what they held at one instant; `page` turns a
 //! snapshot into the page's data (also the JSON), and `html` renders that. Both are pure.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use jiff::Timestamp;
-use kube::core::DeserializeGuard;
-use kube::runtime::reflector::Store;
 use serde::Serialize;
 
-use crate::api::{Agent, AgentGroup, Outage, RestartPolicy, Time};
+use crate::api::{Agent, AgentGroup, Outage, Time};
+pub use crate::controller::watched::{Snapshot, Watched};
 use crate::view::list::{self, Row};
 use crate::view::text::{one_line, relative};
 use crate::view::tree::{self, Node};
@@ -33,73 +32,6 @@ pub const TREES: usize = 100;
 pub const TOP: usize = 10;
 /// Characters of a failure message shown.
 const MESSAGE_CHARS: usize = 200;
-
-/// The caches the page reads, registered by the controllers as they start.
-#[derive(Default)]
-pub struct StatusSources {
-    agents: Mutex<Vec<Store<DeserializeGuard<Agent>>>>,
-    groups: Mutex<Vec<Store<DeserializeGuard<AgentGroup>>>>,
-    policies: Mutex<Vec<Store<DeserializeGuard<RestartPolicy>>>>,
-}
-
-impl std::fmt::Debug for StatusSources {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StatusSources").finish_non_exhaustive()
-    }
-}
-
-impl StatusSources {
-    pub fn watch_agents(&self, store: Store<DeserializeGuard<Agent>>) {
-        lock(&self.agents).push(store);
-    }
-
-    pub fn watch_groups(&self, store: Store<DeserializeGuard<AgentGroup>>) {
-        lock(&self.groups).push(store);
-    }
-
-    pub fn watch_policies(&self, store: Store<DeserializeGuard<RestartPolicy>>) {
-        lock(&self.policies).push(store);
-    }
-
-    /// What the caches hold now. Objects that do not decode are left out (the operator reports
-    /// them with an `InvalidObject` Event).
-    pub fn snapshot(&self, now: Timestamp) -> Snapshot {
-        fn decoded<K>(stores: &Mutex<Vec<Store<DeserializeGuard<K>>>>) -> Vec<K>
-        where
-            K: kube::Resource + Clone + 'static,
-            K::DynamicType: std::hash::Hash + Eq + Clone,
-        {
-            lock(stores)
-                .iter()
-                .flat_map(|s| s.state())
-                .filter_map(|o| o.0.as_ref().ok().cloned())
-                .collect()
-        }
-        let watching = !lock(&self.agents).is_empty();
-        Snapshot {
-            now,
-            watching,
-            agents: decoded(&self.agents),
-            groups: decoded(&self.groups),
-            policies: decoded(&self.policies),
-        }
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The objects the page is made from.
-#[derive(Clone, Debug, Default)]
-pub struct Snapshot {
-    pub now: Timestamp,
-    /// Whether this replica's controllers run (a standby replica has no caches).
-    pub watching: bool,
-    pub agents: Vec<Agent>,
-    pub groups: Vec<AgentGroup>,
-    pub policies: Vec<RestartPolicy>,
-}
 
 /// The page's data: what `/status.json` returns and `/status` renders.
 #[derive(Clone, Debug, Serialize)]
@@ -528,7 +460,7 @@ fn node_html(h: &mut String, node: &Node) {
 /// The status server: GET `/status` and `/status.json`.
 pub async fn serve(
     addr: std::net::SocketAddr,
-    sources: Arc<StatusSources>,
+    sources: Arc<Watched>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<(
     std::net::SocketAddr,
@@ -540,7 +472,7 @@ pub async fn serve(
     use axum::response::IntoResponse;
     use axum::routing::get;
 
-    async fn status_html(State(sources): State<Arc<StatusSources>>) -> impl IntoResponse {
+    async fn status_html(State(sources): State<Arc<Watched>>) -> impl IntoResponse {
         let body = html(&page(&sources.snapshot(Timestamp::now())));
         (
             [
@@ -555,7 +487,7 @@ pub async fn serve(
             body,
         )
     }
-    async fn status_json(State(sources): State<Arc<StatusSources>>) -> impl IntoResponse {
+    async fn status_json(State(sources): State<Arc<Watched>>) -> impl IntoResponse {
         let body = serde_json::to_string(&page(&sources.snapshot(Timestamp::now())))
             .unwrap_or_else(|e| format!("{{\"error\":{:?}}}", e.to_string()));
         (
@@ -584,6 +516,7 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::RestartPolicy;
     use serde_json::json;
 
     fn agent(ns: &str, name: &str, status: serde_json::Value) -> Agent {

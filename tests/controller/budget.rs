@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use agent_supervisor::controller::Config;
 use agent_supervisor::controller::budget::BudgetConfig;
-use agent_supervisor::runtime::metrics::Metrics;
+use agent_supervisor::controller::metrics::Metrics;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
 use serde_json::json;

@@ -9,9 +9,9 @@ use agent_supervisor::api::{
     RESTART_REQUESTED_ANNOTATION, RestartPolicy, TEMPLATE_HASH_ANNOTATION, TRIGGER_ANNOTATION,
     Trigger,
 };
+use agent_supervisor::controller::health::Health;
+use agent_supervisor::controller::metrics::Metrics;
 use agent_supervisor::controller::{Config, manifests};
-use agent_supervisor::runtime::metrics::Metrics;
-use agent_supervisor::runtime::server::Health;
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};

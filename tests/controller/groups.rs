@@ -168,7 +168,7 @@ async fn rest_for_one_restarts_the_crashed_member_and_those_after_it() {
 async fn one_for_one_restarts_only_the_crashed_member_and_counts_it() {
     let ns = TestNamespace::new().await;
     crate::support::install_crds(&ns.client).await;
-    let metrics = std::sync::Arc::new(agent_supervisor::runtime::metrics::Metrics::default());
+    let metrics = std::sync::Arc::new(agent_supervisor::controller::metrics::Metrics::default());
     let config = agent_supervisor::controller::Config {
         namespaces: vec![ns.name.clone()],
         metrics: metrics.clone(),
