@@ -596,13 +596,18 @@ fn api_pod() -> Pod {
 
 fn from_pod(c: &mut Criterion) {
     let pod = api_pod();
-    let facts = PodFacts::from_pod(&pod, None);
+    let facts = agent_supervisor::controller::facts::pod_facts(&pod, None);
     assert_eq!(facts.attempt, ATTEMPT);
     assert_eq!(facts.phase, PodPhase::Running);
     assert!(facts.ready);
     assert_eq!(facts.containers.len(), 2);
     c.bench_function("from_pod", |b| {
-        b.iter(|| black_box(PodFacts::from_pod(black_box(&pod), None)))
+        b.iter(|| {
+            black_box(agent_supervisor::controller::facts::pod_facts(
+                black_box(&pod),
+                None,
+            ))
+        })
     });
 }
 

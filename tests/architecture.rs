@@ -2,7 +2,7 @@
 //! (IO, and the metrics, health and caches they write), then what people read (renderings), then
 //! the plugin's commands and the process's wiring. A module may name only the layers below its
 //! own (and itself); this test reads every file under `src/` and fails on a name that points up
-//! or sideways, with the file and the line.
+//! or sideways, with the file and the line. The core imports neither kube nor k8s-openapi.
 
 use std::path::{Path, PathBuf};
 
@@ -151,6 +151,32 @@ fn no_module_names_a_layer_above_its_own() {
         problems.is_empty(),
         "imports that point up:\n{}",
         problems.join("\n")
+    );
+}
+
+#[test]
+fn the_core_imports_neither_kube_nor_k8s_openapi() {
+    // The shell turns Pods and Leases into facts (`controller::facts`, `gather`); the decision
+    // core takes the facts and returns plans. (It still reads its own API's Agent and
+    // AgentGroup objects into views: `supervise::group::view`, `supervise::outage`.)
+    let core = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/supervise");
+    let mut files = Vec::new();
+    rust_files(&core, &mut files);
+    assert!(!files.is_empty());
+    let mut found = Vec::new();
+    for file in &files {
+        let source = std::fs::read_to_string(file).expect("read a source file");
+        for (index, line) in source.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or_default();
+            if code.contains("k8s_openapi::") || code.contains("kube::") {
+                found.push(format!("{}:{}: {}", file.display(), index + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the core names kube or k8s-openapi:\n{}",
+        found.join("\n")
     );
 }
 

@@ -11,7 +11,7 @@ use super::error::GatherError;
 use super::manifests::{controlled_by, template_hash};
 use super::{Context, PolicyObject};
 use crate::api::{Agent, RESET_REQUESTED_ANNOTATION, RESTART_REQUESTED_ANNOTATION, RestartPolicy};
-use crate::supervise::{AgentFacts, Input, LeaseFacts, PodFacts, PolicyResolution, pod_name};
+use crate::supervise::{AgentFacts, Input, PolicyResolution, pod_name};
 use kube::core::DeserializeGuard;
 
 /// Where facts come from.
@@ -37,13 +37,15 @@ pub async fn gather(
 
     let pod = current_pod(agent, ctx, status.attempt, source).await?;
     let agent_container = agent.spec.agent_container.as_deref();
-    let pod = pod.as_ref().map(|p| PodFacts::from_pod(p, agent_container));
+    let pod = pod
+        .as_ref()
+        .map(|p| super::facts::pod_facts(p, agent_container));
     // A pod newer than the status knows: the one before it says how that attempt ended.
     let previous = pod
         .as_ref()
         .filter(|p| status.attempt > 0 && p.attempt > status.attempt)
         .and_then(|_| last_known(agent, ctx, status.attempt))
-        .map(|p| PodFacts::from_pod(&p, agent_container));
+        .map(|p| super::facts::pod_facts(&p, agent_container));
     let lease = match (&agent.spec.heartbeat, source) {
         (None, _) => None,
         (Some(_), Source::Cache) => ctx
@@ -74,7 +76,7 @@ pub async fn gather(
         policy: resolve_policy_confirmed(agent, ctx).await?,
         pod,
         previous,
-        lease: lease.as_ref().map(LeaseFacts::from_lease),
+        lease: lease.as_ref().map(super::facts::lease_facts),
         group: super::groups::directive(
             &ctx.groups,
             &namespace,

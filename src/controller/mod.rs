@@ -6,6 +6,7 @@
 pub mod budget;
 mod error;
 mod events;
+pub mod facts;
 mod finished;
 mod fresh;
 mod gather;

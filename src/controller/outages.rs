@@ -9,7 +9,6 @@ use kube::{Resource, ResourceExt};
 use crate::api::{Agent, RestartPolicy};
 use crate::supervise::conditions::Desired;
 use crate::supervise::outage::{AgentOutageView, OutageEvent, OutageInput};
-use crate::supervise::{LeaseFacts, PodFacts};
 
 /// The type of the policy condition that says whether an outage is open.
 pub const OUTAGE: &str = "Outage";
@@ -40,13 +39,15 @@ pub fn input(
                 .as_ref()
                 .and_then(|s| s.pod_name.as_ref())
                 .and_then(|name| pods.get(&ObjectRef::new(name).within(&namespace)))
-                .map(|p| PodFacts::from_pod(&p.to_pod(), agent.spec.agent_container.as_deref()));
+                .map(|p| {
+                    super::facts::pod_facts(&p.to_pod(), agent.spec.agent_container.as_deref())
+                });
             let lease = agent
                 .spec
                 .heartbeat
                 .as_ref()
                 .and_then(|_| leases.get(&ObjectRef::new(&agent.name_any()).within(&namespace)))
-                .map(|l| LeaseFacts::from_lease(&l));
+                .map(|l| super::facts::lease_facts(&l));
             AgentOutageView::of(agent, pod.as_ref(), lease.as_ref())
         })
         .collect();

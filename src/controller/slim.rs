@@ -145,7 +145,7 @@ pub fn pod(pod: &mut CachedPod) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::supervise::PodFacts;
+    use crate::controller::facts::pod_facts;
 
     /// A pod as a kubelet reports it: a crashed agent beside a running sidecar, with everything
     /// a real pod carries that decisions do not read.
@@ -212,10 +212,7 @@ mod tests {
         let full = full_pod();
         let slim = cached(&full);
         for container in [None, Some("agent"), Some("sidecar")] {
-            assert_eq!(
-                PodFacts::from_pod(&slim, container),
-                PodFacts::from_pod(&full, container)
-            );
+            assert_eq!(pod_facts(&slim, container), pod_facts(&full, container));
         }
         assert_eq!(
             slim.metadata.owner_references,

@@ -1,0 +1,122 @@
+//! Objects into facts: what the pure core decides on, read from Pods and Leases as the API server
+//! has them. The core never sees a Kubernetes object; this is where they stop.
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ContainerState, Pod};
+
+use crate::api::{
+    ATTEMPT_LABEL, HANDLED_RESET_ANNOTATION, HANDLED_RESTART_ANNOTATION, TEMPLATE_HASH_ANNOTATION,
+    TRIGGER_ANNOTATION, Trigger,
+};
+use crate::supervise::observe::{
+    ContainerFacts, ContainerPhase, LeaseFacts, PodFacts, PodOrigin, PodPhase, Termination,
+};
+
+/// The facts of a pod whose agent container is `agent_container` (`None`: the first). Missing
+/// fields read as "not known yet".
+pub fn pod_facts(pod: &Pod, agent_container: Option<&str>) -> PodFacts {
+    let meta = &pod.metadata;
+    let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key)).cloned();
+    let status = pod.status.as_ref();
+    let condition = |kind: &str| {
+        status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == kind))
+    };
+    let phase = match status.and_then(|s| s.phase.as_deref()) {
+        Some("Pending") | None => PodPhase::Pending,
+        Some("Running") => PodPhase::Running,
+        Some("Succeeded") => PodPhase::Succeeded,
+        Some("Failed") => PodPhase::Failed,
+        Some(_) => PodPhase::Unknown,
+    };
+    let statuses = status.and_then(|s| s.container_statuses.as_ref());
+    let containers = pod
+        .spec
+        .iter()
+        .flat_map(|spec| &spec.containers)
+        .map(|c| {
+            let state = statuses
+                .and_then(|ss| ss.iter().find(|s| s.name == c.name))
+                .and_then(|s| s.state.as_ref());
+            ContainerFacts {
+                name: c.name.clone(),
+                state: container_phase(state),
+            }
+        })
+        .collect();
+    PodFacts {
+        name: meta.name.clone().unwrap_or_default(),
+        attempt: meta
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(ATTEMPT_LABEL))
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(0),
+        template_hash: annotation(TEMPLATE_HASH_ANNOTATION),
+        created_at: meta
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0)
+            .unwrap_or_default(),
+        deleting: meta.deletion_timestamp.is_some(),
+        phase,
+        reason: status.and_then(|s| s.reason.clone()),
+        message: status.and_then(|s| s.message.clone()),
+        disruption: condition("DisruptionTarget")
+            .filter(|c| c.status == "True")
+            .and_then(|c| c.reason.clone()),
+        unschedulable: condition("PodScheduled")
+            .filter(|c| c.status == "False")
+            .map(|c| c.reason.clone().unwrap_or_else(|| "Unschedulable".into())),
+        ready: condition("Ready").is_some_and(|c| c.status == "True"),
+        containers,
+        agent_container: agent_container.map(str::to_string),
+        origin: PodOrigin {
+            trigger: annotation(TRIGGER_ANNOTATION).and_then(|t| Trigger::parse(&t)),
+            handled_restart: annotation(HANDLED_RESTART_ANNOTATION),
+            handled_reset: annotation(HANDLED_RESET_ANNOTATION),
+            handled_group_reset: annotation(crate::api::HANDLED_GROUP_RESET_ANNOTATION),
+        },
+    }
+}
+
+fn container_phase(state: Option<&ContainerState>) -> ContainerPhase {
+    let Some(state) = state else {
+        return ContainerPhase::Waiting {
+            reason: None,
+            message: None,
+        };
+    };
+    if let Some(t) = &state.terminated {
+        return ContainerPhase::Terminated(Termination {
+            exit_code: t.exit_code,
+            signal: t.signal.filter(|s| *s > 0),
+            reason: t.reason.clone(),
+            message: t.message.clone(),
+            started_at: t.started_at.as_ref().map(|t| t.0),
+            finished_at: t.finished_at.as_ref().map(|t| t.0),
+        });
+    }
+    if let Some(r) = &state.running {
+        return ContainerPhase::Running {
+            started_at: r.started_at.as_ref().map(|t| t.0),
+        };
+    }
+    let waiting = state.waiting.as_ref();
+    ContainerPhase::Waiting {
+        reason: waiting.and_then(|w| w.reason.clone()),
+        message: waiting.and_then(|w| w.message.clone()),
+    }
+}
+
+/// The facts of a heartbeat Lease.
+pub fn lease_facts(lease: &Lease) -> LeaseFacts {
+    let spec = lease.spec.as_ref();
+    LeaseFacts {
+        holder: spec
+            .and_then(|s| s.holder_identity.clone())
+            .filter(|h| !h.is_empty()),
+        renew_time: spec.and_then(|s| s.renew_time.as_ref()).map(|t| t.0),
+    }
+}
