@@ -368,6 +368,28 @@ async fn why_explains_each_phase_and_what_to_do() {
         format!("kubectl agent restart crasher -n {n}")
     );
     assert!(json["next"].as_str().unwrap().contains("restarts it in"));
+
+    // Pending after a failure: the replacement is not recorded running until it has stayed up.
+    agent_with(
+        &ns,
+        "replaced",
+        careful.clone(),
+        json!({
+            "phase": "Pending", "podName": "replaced-2", "attempt": 2, "restartCount": 1,
+            "consecutiveFailures": 1, "lastFailure": failure("Error", 1, "boom", 3),
+        }),
+    )
+    .await;
+    let why = plugin(&ns, &["why", "replaced"]);
+    assert_says(
+        &why,
+        &[
+            "Agent replaced's pod replaced-2 (attempt 2",
+            "is not running yet. After a failure, a replacement counts as running once it has stayed up 5s.",
+            "the startupTimeout of RestartPolicy careful",
+            &format!("kubectl describe pod replaced-2 -n {n}"),
+        ],
+    );
 }
 
 #[tokio::test]

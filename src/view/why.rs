@@ -410,8 +410,17 @@ pub fn explain(facts: &Facts) -> Why {
             } else {
                 String::new()
             };
+            // After a failure a replacement is recorded Running only once it has stayed up.
+            let settling = if status.consecutive_failures > 0 {
+                format!(
+                    " After a failure, a replacement counts as running once it has stayed up {}.",
+                    duration(crate::supervise::SETTLE.into())
+                )
+            } else {
+                String::new()
+            };
             why.happened = format!(
-                "Agent {name}'s pod {pod} (attempt {}{since}) is not running yet.{waiting}",
+                "Agent {name}'s pod {pod} (attempt {}{since}) is not running yet.{settling}{waiting}",
                 status.attempt
             );
             why.next = format!(
