@@ -13,10 +13,9 @@ use jiff::{SignedDuration, Timestamp};
 const STARTUP: std::time::Duration = std::time::Duration::from_secs(600);
 const POD: &str = "researcher-3";
 
-/// A fixed clock: 2025-06-01T12:00:00Z plus `secs`.
-fn t(secs: i64) -> Timestamp {
-    Timestamp::from_second(1_748_779_200 + secs).unwrap()
-}
+#[path = "common/clock.rs"]
+mod clock;
+use clock::t;
 
 fn no_heartbeat() -> Liveness<'static> {
     Liveness {

@@ -21,10 +21,9 @@ use jiff::{SignedDuration, Timestamp};
 const AGENT: &str = "researcher";
 const UID: &str = "0b6f1c2e-researcher";
 
-/// The clock: 2025-06-01T12:00:00Z plus `secs`.
-fn t(secs: i64) -> Timestamp {
-    Timestamp::from_second(1_748_779_200 + secs).unwrap()
-}
+#[path = "common/clock.rs"]
+mod clock;
+use clock::t;
 
 fn time(secs: i64) -> Time {
     Time(t(secs))

@@ -5,6 +5,8 @@
 
 #[path = "core_group/build.rs"]
 mod build;
+#[path = "common/clock.rs"]
+mod clock;
 #[path = "core_group/lifecycle.rs"]
 mod lifecycle;
 #[path = "core_group/member.rs"]

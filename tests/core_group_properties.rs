@@ -9,6 +9,8 @@
 //!
 //! `PROPTEST_CASES=1000 cargo test --test core_group_properties` walks longer.
 
+#[path = "common/clock.rs"]
+mod clock;
 #[path = "core_group_properties/world.rs"]
 mod world;
 

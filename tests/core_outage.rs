@@ -11,15 +11,13 @@ use agent_supervisor::api::{Duration, FailureReason, Outage, OutagePolicy, Outag
 use agent_supervisor::supervise::outage::{
     AgentOutageView, FailureSeen, OutageEventReason, OutageInput, OutagePlan, decide_outages,
 };
-use jiff::Timestamp;
 
 const A: &str = "aaaaaaaaaaaaaaaa";
 const B: &str = "bbbbbbbbbbbbbbbb";
 
-/// The clock: 2025-06-01T12:00:00Z plus `secs`.
-fn t(secs: i64) -> Timestamp {
-    Timestamp::from_second(1_748_779_200 + secs).unwrap()
-}
+#[path = "common/clock.rs"]
+mod clock;
+use clock::t;
 
 fn config(agents: u32) -> OutagePolicy {
     OutagePolicy {

@@ -22,7 +22,6 @@ use agent_supervisor::api::{
 use agent_supervisor::supervise::observe::{ContainerFacts, ContainerPhase, PodPhase, Termination};
 use agent_supervisor::supervise::outage::{AgentOutageView, OutageInput, decide_outages};
 use agent_supervisor::supervise::{AgentFacts, Input, PodFacts, PolicyResolution, decide};
-use jiff::Timestamp;
 use proptest::prelude::*;
 
 const CASES: u32 = 256;
@@ -40,9 +39,9 @@ fn config() -> ProptestConfig {
     }
 }
 
-fn t(secs: i64) -> Timestamp {
-    Timestamp::from_second(1_748_779_200 + secs).unwrap()
-}
+#[path = "common/clock.rs"]
+mod clock;
+use clock::t;
 
 /// One thing that happens in the fleet's world.
 #[derive(Clone, Debug)]

@@ -30,10 +30,9 @@ fn config() -> ProptestConfig {
     }
 }
 
-/// 2025-06-01T12:00:00Z plus `secs`.
-fn t(secs: i64) -> Timestamp {
-    Timestamp::from_second(1_748_779_200 + secs).unwrap()
-}
+#[path = "common/clock.rs"]
+mod clock;
+use clock::t;
 
 // --- Strategies ------------------------------------------------------------------------------
 

@@ -16,10 +16,7 @@ use jiff::Timestamp;
 pub const GROUP: &str = "team";
 pub const UID: &str = "5c1d-team";
 
-/// The clock: 2025-06-01T12:00:00Z plus `secs`.
-pub fn t(secs: i64) -> Timestamp {
-    Timestamp::from_second(1_748_779_200 + secs).unwrap()
-}
+pub use crate::clock::t;
 
 /// A spec naming Agents (a `+` prefix names a group instead), with a small intensity.
 pub fn spec(strategy: Strategy, members: &[&str]) -> AgentGroupSpec {

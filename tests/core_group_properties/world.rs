@@ -22,10 +22,7 @@ use super::Step;
 pub const ROOT: &str = "root";
 pub const KIDS: &str = "kids";
 
-/// 2025-06-01T12:00:00Z plus `secs`.
-pub fn t(secs: i64) -> Timestamp {
-    Timestamp::from_second(1_748_779_200 + secs).unwrap()
-}
+pub use crate::clock::t;
 
 pub struct World {
     pub now: Timestamp,
