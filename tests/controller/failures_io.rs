@@ -249,17 +249,10 @@ async fn operator_without_leases(ns: &TestNamespace) -> (Operator, Arc<Health>, 
     (operator, health, metrics)
 }
 
-/// The Lease lists refused to the operator's ServiceAccount in `ns` since `offset` bytes into the
-/// control plane's audit log.
-fn refused_lease_lists(ns: &TestNamespace, offset: u64) -> usize {
-    use std::io::{Read, Seek};
-    let path = audit_log();
-    let mut log = std::fs::File::open(&path)
-        .unwrap_or_else(|e| panic!("cannot read the audit log {}: {e}", path.display()));
-    log.seek(std::io::SeekFrom::Start(offset))
-        .expect("seek the audit log");
-    let mut text = String::new();
-    log.read_to_string(&mut text).expect("read the audit log");
+/// The Lease lists refused to the operator's ServiceAccount in `ns` since `since` in the control
+/// plane's audit log.
+fn refused_lease_lists(ns: &TestNamespace, since: support::AuditPosition) -> usize {
+    let text = support::audit_log_since(since);
     let user = format!("system:serviceaccount:{}:operator", ns.name);
     text.lines()
         .filter(|line| line.contains(&user))
@@ -273,28 +266,12 @@ fn refused_lease_lists(ns: &TestNamespace, offset: u64) -> usize {
         .count()
 }
 
-/// The local control plane's audit log.
-fn audit_log() -> std::path::PathBuf {
-    support::kubeconfig()
-        .parent()
-        .expect("kubeconfig has a directory")
-        .join("logs/audit.log")
-}
-
-/// How far the audit log has been written: what comes after is new.
-fn audit_log_length() -> u64 {
-    let path = audit_log();
-    std::fs::metadata(&path)
-        .unwrap_or_else(|e| panic!("cannot read the audit log {}: {e}", path.display()))
-        .len()
-}
-
 #[tokio::test]
 async fn a_watch_that_cannot_list_is_reported_and_holds_every_worker() {
     let ns = namespace().await;
     // In every cache from the first list on: a worker would reconcile it at once.
     ns.create_agent("held", json!({})).await;
-    let offset = audit_log_length();
+    let since = support::audit_log_position();
     let (_operator, health, metrics) = operator_without_leases(&ns).await;
 
     let why = eventually(REACT, "readiness to blame the Lease watch alone", || {
@@ -310,7 +287,7 @@ async fn a_watch_that_cannot_list_is_reported_and_holds_every_worker() {
     // The API server refused the list again and again, retried with backoff; meanwhile every
     // other cache was full, and nothing was decided on them.
     eventually(REACT, "three refused Lease lists", || async {
-        (refused_lease_lists(&ns, offset) >= 3).then_some(())
+        (refused_lease_lists(&ns, since) >= 3).then_some(())
     })
     .await;
     assert!(
