@@ -13,7 +13,7 @@ use agent_supervisor::api::{
     RestartPolicySpec, RestartRecord, Shutdown, ShutdownType, Time, Trigger,
 };
 use agent_supervisor::supervise::classify::{self, Liveness, Verdict};
-use agent_supervisor::supervise::observe::{ContainerFacts, ContainerPhase, PodPhase, Termination};
+use agent_supervisor::supervise::input::{ContainerFacts, ContainerPhase, PodPhase, Termination};
 use agent_supervisor::supervise::{
     AgentFacts, EventReason, Input, LeaseFacts, PodFacts, PolicyResolution, decide, pod_name,
 };

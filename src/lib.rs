@@ -3,6 +3,6 @@
 pub mod api;
 pub mod cli;
 pub mod controller;
-pub mod runtime;
+pub mod process;
 pub mod supervise;
 pub mod view;

@@ -6,9 +6,8 @@ use agent_supervisor::controller;
 use agent_supervisor::controller::health::Health;
 use agent_supervisor::controller::metrics::Metrics;
 use agent_supervisor::controller::watched::Watched;
-use agent_supervisor::runtime::config::{Args, StatusAddr};
-use agent_supervisor::runtime::{client, leader, telemetry};
-use agent_supervisor::runtime::{server, status};
+use agent_supervisor::process::config::{Args, StatusAddr};
+use agent_supervisor::process::{client, leader, server, status_page, telemetry};
 use anyhow::Context as _;
 use clap::Parser;
 use tokio::sync::watch;
@@ -56,7 +55,7 @@ async fn main() -> anyhow::Result<()> {
     let status = Arc::new(Watched::default());
     if let StatusAddr(Some(addr)) = args.status_addr {
         // The page is for people: an operator that cannot serve it still supervises.
-        match status::serve(addr, status.clone(), until_stopped()).await {
+        match status_page::serve(addr, status.clone(), until_stopped()).await {
             Ok((addr, _page)) => {
                 info!(%addr, "serving the status page at /status and /status.json")
             }

@@ -13,7 +13,7 @@ const LAYERS: [(&str, u8); 6] = [
     ("controller", 2),
     ("view", 3),
     ("cli", 4),
-    ("runtime", 4),
+    ("process", 4),
 ];
 
 fn layer(module: &str) -> Option<u8> {
@@ -189,8 +189,8 @@ fn the_checker_catches_each_way_of_naming_a_module_above() {
     let controller = at("controller/error.rs");
     assert_eq!(controller, ["controller", "error"]);
     assert_eq!(
-        violations(&controller, "use crate::runtime::metrics::Metrics;"),
-        ["line 1: controller names runtime"]
+        violations(&controller, "use crate::process::metrics::Metrics;"),
+        ["line 1: controller names process"]
     );
     assert_eq!(
         violations(&controller, "use crate::{api::Agent,\n  view::list};"),
@@ -203,8 +203,8 @@ fn the_checker_catches_each_way_of_naming_a_module_above() {
     // From `controller/mod.rs`, one `super::` is the crate root; from `controller/error.rs`,
     // two are.
     assert_eq!(
-        violations(&at("controller/mod.rs"), "use super::runtime::x;"),
-        ["line 1: controller names runtime"]
+        violations(&at("controller/mod.rs"), "use super::process::x;"),
+        ["line 1: controller names process"]
     );
     assert_eq!(
         violations(&controller, "use super::super::view::x;"),
@@ -213,10 +213,10 @@ fn the_checker_catches_each_way_of_naming_a_module_above() {
     assert!(violations(&controller, "use super::events::Sender;").is_empty());
     // Downward, its own, and comments are fine; a sibling at the same layer is not.
     assert!(violations(&controller, "use crate::{api, supervise::decide};").is_empty());
-    assert!(violations(&controller, "use crate::controller::x; // crate::runtime").is_empty());
+    assert!(violations(&controller, "use crate::controller::x; // crate::process").is_empty());
     assert_eq!(
-        violations(&at("cli/mod.rs"), "use crate::runtime::client;"),
-        ["line 1: cli names runtime"]
+        violations(&at("cli/mod.rs"), "use crate::process::client;"),
+        ["line 1: cli names process"]
     );
-    assert!(violations(&at("runtime/server.rs"), "use crate::controller::health;").is_empty());
+    assert!(violations(&at("process/server.rs"), "use crate::controller::health;").is_empty());
 }

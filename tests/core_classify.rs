@@ -6,7 +6,7 @@ use agent_supervisor::supervise::classify::{
     Ending, Liveness, MESSAGE_LIMIT, REASON_LIMIT, ShutdownRequest, Verdict, classify,
     shutdown_request, truncate,
 };
-use agent_supervisor::supervise::observe::{ContainerFacts, ContainerPhase, PodPhase, Termination};
+use agent_supervisor::supervise::input::{ContainerFacts, ContainerPhase, PodPhase, Termination};
 use agent_supervisor::supervise::{LeaseFacts, PodFacts};
 use jiff::{SignedDuration, Timestamp};
 

@@ -11,7 +11,7 @@ use agent_supervisor::api::{
 use agent_supervisor::supervise::backoff;
 use agent_supervisor::supervise::conditions::{self, CIRCUIT_BREAKER_OPEN, POLICY_RESOLVED, READY};
 use agent_supervisor::supervise::fingerprint::fingerprint;
-use agent_supervisor::supervise::observe::{ContainerFacts, ContainerPhase, PodPhase, Termination};
+use agent_supervisor::supervise::input::{ContainerFacts, ContainerPhase, PodPhase, Termination};
 use agent_supervisor::supervise::{
     AgentFacts, EventReason, Input, LeaseFacts, NewPod, Options, PodFacts, PodOrigin,
     PolicyResolution, SETTLE, decide_with,

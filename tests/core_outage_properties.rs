@@ -19,7 +19,7 @@ use agent_supervisor::api::{
     Agent, AgentStatus, Backoff, BackoffType, CircuitBreakerPolicy, Duration, Limits, Outage,
     OutagePolicy, OutageState, Phase, RestartPolicySpec, Trigger,
 };
-use agent_supervisor::supervise::observe::{ContainerFacts, ContainerPhase, PodPhase, Termination};
+use agent_supervisor::supervise::input::{ContainerFacts, ContainerPhase, PodPhase, Termination};
 use agent_supervisor::supervise::outage::{AgentOutageView, OutageInput, decide_outages};
 use agent_supervisor::supervise::{AgentFacts, Input, PodFacts, PolicyResolution, decide};
 use proptest::prelude::*;

@@ -11,7 +11,7 @@ use agent_supervisor::api::{
     ShutdownType, Time, Trigger,
 };
 use agent_supervisor::supervise::backoff;
-use agent_supervisor::supervise::observe::{ContainerFacts, ContainerPhase, PodPhase, Termination};
+use agent_supervisor::supervise::input::{ContainerFacts, ContainerPhase, PodPhase, Termination};
 use agent_supervisor::supervise::{
     AgentFacts, EventReason, Input, LeaseFacts, Options, Plan, PodFacts, PodOrigin,
     PolicyResolution, decide, decide_with, pod_name,

@@ -224,7 +224,7 @@ fn the_reference_lists_exactly_the_operator_flags() {
     let rows = table(&doc, "Operator flags");
     let documented: BTreeSet<(String, String)> =
         rows.iter().map(|r| (r[0].clone(), r[1].clone())).collect();
-    let command = agent_supervisor::runtime::config::Args::command();
+    let command = agent_supervisor::process::config::Args::command();
     let flags: BTreeSet<(String, String)> = command
         .get_arguments()
         .filter_map(|a| {

@@ -8,7 +8,7 @@ use crate::api::{
     ATTEMPT_LABEL, HANDLED_RESET_ANNOTATION, HANDLED_RESTART_ANNOTATION, TEMPLATE_HASH_ANNOTATION,
     TRIGGER_ANNOTATION, Trigger,
 };
-use crate::supervise::observe::{
+use crate::supervise::input::{
     ContainerFacts, ContainerPhase, LeaseFacts, PodFacts, PodOrigin, PodPhase, Termination,
 };
 

@@ -3,7 +3,7 @@
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::observe::{ContainerPhase, LeaseFacts, PodFacts, PodPhase, Termination};
+use super::input::{ContainerPhase, LeaseFacts, PodFacts, PodPhase, Termination};
 use crate::api::{FailureReason, Heartbeat, ShutdownType};
 
 /// Termination messages are cut to this many bytes before they are stored.

@@ -10,12 +10,12 @@ pub mod conditions;
 mod decide;
 pub mod fingerprint;
 pub mod group;
-pub mod observe;
+pub mod input;
 pub mod outage;
 pub mod plan;
 pub mod rules;
 
 pub use backoff::stable_hash;
 pub use decide::{Options, SETTLE, decide, decide_with};
-pub use observe::{AgentFacts, Input, LeaseFacts, PodFacts, PodOrigin, PolicyResolution};
+pub use input::{AgentFacts, Input, LeaseFacts, PodFacts, PodOrigin, PolicyResolution};
 pub use plan::{Event, EventReason, NewPod, Plan, pod_name};

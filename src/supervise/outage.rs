@@ -11,7 +11,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 
 use super::classify::add;
-use super::observe::{LeaseFacts, PodFacts, PodPhase};
+use super::input::{LeaseFacts, PodFacts, PodPhase};
 use crate::api::{
     Agent, FailureClass, FailureReason, Outage, OutagePolicy, OutageState, Phase, Time, Trigger,
 };

@@ -3,7 +3,7 @@
 
 use jiff::Timestamp;
 
-use super::observe::PodOrigin;
+use super::input::PodOrigin;
 use crate::api::{AgentStatus, FailureReason, Shutdown};
 
 /// The outcome of one decision.

@@ -8,7 +8,7 @@ use agent_supervisor::api::{
 };
 use agent_supervisor::supervise::conditions::{self, READY};
 use agent_supervisor::supervise::group::Directive;
-use agent_supervisor::supervise::observe::{ContainerFacts, ContainerPhase, PodPhase, Termination};
+use agent_supervisor::supervise::input::{ContainerFacts, ContainerPhase, PodPhase, Termination};
 use agent_supervisor::supervise::{
     AgentFacts, EventReason, Input, PodFacts, PolicyResolution, decide,
 };

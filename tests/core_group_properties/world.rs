@@ -13,7 +13,7 @@ use agent_supervisor::supervise::group::{
     AgentView, ChildView, Directive, GroupEventReason, GroupFacts, GroupInput, GroupPlan,
     GroupSpecView, MemberFacts, MemberState, Membership, decide_group,
 };
-use agent_supervisor::supervise::observe::{ContainerFacts, ContainerPhase, PodPhase, Termination};
+use agent_supervisor::supervise::input::{ContainerFacts, ContainerPhase, PodPhase, Termination};
 use agent_supervisor::supervise::{AgentFacts, Input, Plan, PodFacts, PolicyResolution, decide};
 use jiff::{SignedDuration, Timestamp};
 

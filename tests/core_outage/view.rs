@@ -3,7 +3,7 @@
 use agent_supervisor::api::{
     Agent, AgentStatus, FailureClass, FailureReason, Phase, RestartRecord, Time, Trigger,
 };
-use agent_supervisor::supervise::observe::{ContainerFacts, ContainerPhase, PodPhase};
+use agent_supervisor::supervise::input::{ContainerFacts, ContainerPhase, PodPhase};
 use agent_supervisor::supervise::outage::AgentOutageView;
 use agent_supervisor::supervise::{LeaseFacts, PodFacts, PodOrigin};
 use serde_json::json;

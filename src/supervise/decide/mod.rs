@@ -9,9 +9,9 @@
 pub const SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
 
 mod failure;
-mod finish;
 mod member;
 mod outage;
+mod set_conditions;
 mod start;
 
 use std::sync::Arc;
@@ -21,7 +21,7 @@ use jiff::{SignedDuration, Timestamp};
 use super::backoff;
 use super::classify::{self, Ending, Liveness, Verdict, add};
 use super::conditions::{self, CIRCUIT_BREAKER_OPEN, Desired, POLICY_RESOLVED, READY};
-use super::observe::{Input, PodFacts, PodOrigin, PolicyResolution};
+use super::input::{Input, PodFacts, PodOrigin, PolicyResolution};
 use super::plan::{Event, EventReason, NewPod, Plan, pod_name};
 use super::rules;
 use crate::api::{

@@ -6,5 +6,5 @@ pub mod client;
 pub mod config;
 pub mod leader;
 pub mod server;
-pub mod status;
+pub mod status_page;
 pub mod telemetry;

@@ -1,4 +1,5 @@
-//! The result: conditions set from the decided state, and the plan.
+//! The decision's last step: the Ready, breaker and other conditions set from the decided
+//! state, and the plan.
 
 use super::*;
 
