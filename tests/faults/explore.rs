@@ -227,36 +227,34 @@ fn event_diff(want: &BTreeMap<String, usize>, got: &BTreeMap<String, usize>) -> 
     words.join(" ")
 }
 
-/// Runs `scenario` uninterrupted, then with the operator's watches late by `lag` and coalesced
-/// (Sieve's stale and unobserved states: the operator decides on caches behind the server, and
-/// never sees the states in between); both must end alike, nothing done twice.
-pub async fn explore_late_watches(scenario: &'static Scenario, lag: Duration) {
-    let started = Instant::now();
-    let baseline = run_once(scenario, None, WatchFaults::default()).await;
-    if let Some(e) = &baseline.stuck {
-        panic!("{}: the uninterrupted run failed: {e}", scenario.name);
-    }
-    let faults = WatchFaults {
+/// The operator's watches late by `lag` and coalesced (Sieve's stale and unobserved states: it
+/// decides on caches behind the server, and never sees the states in between).
+pub fn late_and_coalesced(lag: Duration) -> WatchFaults {
+    WatchFaults {
         lag: Some(lag),
         coalesce: true,
         pods_only: false,
-    };
-    ends_alike(scenario, &baseline, faults, started).await;
+    }
 }
 
-/// Runs `scenario` uninterrupted, then with only the operator's pod watch late by `lag`: it sees
-/// each Agent's changes before the changes its pods went through earlier. Both must end alike.
-pub async fn explore_late_pod_watch(scenario: &'static Scenario, lag: Duration) {
+/// Only the operator's pod watch late by `lag`: it sees each Agent's changes before the changes
+/// its pods went through earlier.
+pub fn pod_watch_late(lag: Duration) -> WatchFaults {
+    WatchFaults {
+        lag: Some(lag),
+        coalesce: false,
+        pods_only: true,
+    }
+}
+
+/// Runs `scenario` uninterrupted, then with the operator's watches as `faults` says; both must
+/// end alike, nothing done twice.
+pub async fn explore_late(scenario: &'static Scenario, faults: WatchFaults) {
     let started = Instant::now();
     let baseline = run_once(scenario, None, WatchFaults::default()).await;
     if let Some(e) = &baseline.stuck {
         panic!("{}: the uninterrupted run failed: {e}", scenario.name);
     }
-    let faults = WatchFaults {
-        lag: Some(lag),
-        coalesce: false,
-        pods_only: true,
-    };
     ends_alike(scenario, &baseline, faults, started).await;
 }
 

@@ -34,7 +34,9 @@ mod outage;
 mod scenarios;
 mod steps;
 
-use explore::{explore, explore_late_watches};
+use std::time::Duration;
+
+use explore::explore;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_backoff_restart() {
@@ -101,12 +103,12 @@ async fn outage_hold_probe_release() {
     explore(&outage::OUTAGE).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_scenario_ends_alike_with_late_and_coalesced_watches() {
-    let lag = std::time::Duration::from_secs(2);
+/// Every scenario, at once, with the operator's watches as `faults` says: each must end as its
+/// uninterrupted run does.
+async fn every_scenario_ends_alike(faults: agent_supervisor::controller::WatchFaults) {
     let runs: Vec<_> = scenarios::ALL
         .iter()
-        .map(|scenario| tokio::spawn(explore_late_watches(scenario, lag)))
+        .map(|scenario| tokio::spawn(explore::explore_late(scenario, faults)))
         .collect();
     let mut failures = Vec::new();
     for run in runs {
@@ -118,17 +120,11 @@ async fn every_scenario_ends_alike_with_late_and_coalesced_watches() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_scenario_ends_alike_with_late_and_coalesced_watches() {
+    every_scenario_ends_alike(explore::late_and_coalesced(Duration::from_secs(2))).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_scenario_ends_alike_with_a_late_pod_watch() {
-    let lag = std::time::Duration::from_secs(2);
-    let runs: Vec<_> = scenarios::ALL
-        .iter()
-        .map(|scenario| tokio::spawn(explore::explore_late_pod_watch(scenario, lag)))
-        .collect();
-    let mut failures = Vec::new();
-    for run in runs {
-        if let Err(e) = run.await {
-            failures.push(e.to_string());
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    every_scenario_ends_alike(explore::pod_watch_late(Duration::from_secs(2))).await;
 }
