@@ -1,9 +1,10 @@
-//! What people read: the plugin's renderings and what the status page shows, as pure functions
-//! of objects already fetched. They know no client, no cache and no controller: `cli` (the
-//! plugin) and `process::status_page` (the page the process serves) fetch, then render with these.
+//! What people read: the plugin's renderings and the status page, as pure functions of objects
+//! already fetched (the page: of a snapshot of the controllers' caches). They make no request:
+//! `cli` (the plugin) fetches, and `process::status_page` serves, then they render with these.
 
 pub mod history;
 pub mod list;
+pub mod status_page;
 pub mod text;
 pub mod tree;
 pub mod why;
