@@ -2,7 +2,7 @@
 //! (IO, and the metrics, health and caches they write), then what people read (renderings), then
 //! the plugin's commands and the process's wiring. A module may name only the layers below its
 //! own (and itself); this test reads every file under `src/` and fails on a name that points up
-//! or sideways, with the file and the line. The core imports neither kube nor k8s-openapi.
+//! or sideways, with the file and the line. The core names no Kubernetes object.
 
 use std::path::{Path, PathBuf};
 
@@ -155,10 +155,10 @@ fn no_module_names_a_layer_above_its_own() {
 }
 
 #[test]
-fn the_core_imports_neither_kube_nor_k8s_openapi() {
-    // The shell turns Pods and Leases into facts (`controller::facts`, `gather`); the decision
-    // core takes the facts and returns plans. (It still reads its own API's Agent and
-    // AgentGroup objects into views: `supervise::group::view`, `supervise::outage`.)
+fn the_core_takes_facts_not_kubernetes_objects() {
+    // The shell turns Pods, Leases, Agents and AgentGroups into facts (`controller::facts`,
+    // `gather`); the decision core takes the facts (and its own API's statuses and specs, which
+    // are plain data) and returns plans.
     let core = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/supervise");
     let mut files = Vec::new();
     rust_files(&core, &mut files);
@@ -166,18 +166,75 @@ fn the_core_imports_neither_kube_nor_k8s_openapi() {
     let mut found = Vec::new();
     for file in &files {
         let source = std::fs::read_to_string(file).expect("read a source file");
-        for (index, line) in source.lines().enumerate() {
-            let code = line.split("//").next().unwrap_or_default();
-            if code.contains("k8s_openapi::") || code.contains("kube::") {
-                found.push(format!("{}:{}: {}", file.display(), index + 1, line.trim()));
-            }
-        }
+        found.extend(
+            objects_named(&source)
+                .into_iter()
+                .map(|(what, line)| format!("{}:{line}: {what}", file.display())),
+        );
     }
     assert!(
         found.is_empty(),
-        "the core names kube or k8s-openapi:\n{}",
+        "the core names Kubernetes objects:\n{}",
         found.join("\n")
     );
+}
+
+/// The Kubernetes objects `source` names: anything of kube or k8s-openapi, and this API's whole
+/// objects (`Agent`, `AgentGroup`, `RestartPolicy`) taken from `crate::api`.
+fn objects_named(source: &str) -> Vec<(String, usize)> {
+    const OBJECTS: [&str; 3] = ["Agent", "AgentGroup", "RestartPolicy"];
+    let code: String = source
+        .lines()
+        .map(|line| line.split("//").next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let line_of = |offset: usize| code[..offset].matches('\n').count() + 1;
+    let mut found = Vec::new();
+    for client in ["kube::", "k8s_openapi::"] {
+        for (at, _) in code.match_indices(client) {
+            if !code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+                found.push((client.trim_end_matches("::").to_string(), line_of(at)));
+            }
+        }
+    }
+    for (at, _) in code.match_indices("crate::api::") {
+        let after = &code[at + "crate::api::".len()..];
+        let names = match after.strip_prefix('{') {
+            Some(group) => group_heads(group),
+            None => vec![ident(after)],
+        };
+        for name in names.into_iter().filter(|n| OBJECTS.contains(&n.as_str())) {
+            found.push((format!("crate::api::{name}"), line_of(at)));
+        }
+    }
+    found
+}
+
+#[test]
+fn the_object_check_catches_each_way_of_naming_one() {
+    let named = |source: &str| -> Vec<String> {
+        objects_named(source)
+            .into_iter()
+            .map(|(what, _)| what)
+            .collect()
+    };
+    assert_eq!(
+        named("use k8s_openapi::api::core::v1::Pod;"),
+        ["k8s_openapi"]
+    );
+    assert_eq!(named("fn f(c: kube::Client) {}"), ["kube"]);
+    assert_eq!(
+        named("use crate::api::{\n    AgentStatus, Agent,\n    Phase};"),
+        ["crate::api::Agent"]
+    );
+    assert_eq!(
+        named("fn f(g: &crate::api::AgentGroup) {}"),
+        ["crate::api::AgentGroup"]
+    );
+    assert!(
+        named("use crate::api::{AgentStatus, AgentGroupStatus, RestartPolicySpec};").is_empty()
+    );
+    assert!(named("// kube::Client and crate::api::Agent in a comment").is_empty());
 }
 
 fn at(path: &str) -> Vec<String> {

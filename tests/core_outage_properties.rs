@@ -358,7 +358,12 @@ impl Fleet {
                     .iter()
                     .max_by_key(|p| p.attempt)
                     .cloned();
-                AgentOutageView::of(&self.agent_object(i), pod.as_ref(), None)
+                {
+                    let agent = self.agent_object(i);
+                    let traits = agent_supervisor::controller::facts::agent_traits(&agent);
+                    let status = agent.status.clone().unwrap_or_default();
+                    AgentOutageView::of(&traits, &status, pod.as_ref(), None)
+                }
             })
             .collect();
         let input = OutageInput {

@@ -1,16 +1,18 @@
-//! Objects into facts: what the pure core decides on, read from Pods and Leases as the API server
-//! has them. The core never sees a Kubernetes object; this is where they stop.
+//! Objects into facts: what the pure core decides on, read from Pods, Leases and Agents as the API
+//! server has them. The core never sees a Kubernetes object; this is where they stop.
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ContainerState, Pod};
 
 use crate::api::{
-    ATTEMPT_LABEL, HANDLED_RESET_ANNOTATION, HANDLED_RESTART_ANNOTATION, TEMPLATE_HASH_ANNOTATION,
-    TRIGGER_ANNOTATION, Trigger,
+    ATTEMPT_LABEL, Agent, AgentGroup, HANDLED_RESET_ANNOTATION, HANDLED_RESTART_ANNOTATION,
+    TEMPLATE_HASH_ANNOTATION, TRIGGER_ANNOTATION, Trigger,
 };
+use crate::supervise::group::{AgentView, ChildView};
 use crate::supervise::input::{
     ContainerFacts, ContainerPhase, LeaseFacts, PodFacts, PodOrigin, PodPhase, Termination,
 };
+use crate::supervise::outage::AgentTraits;
 
 /// The facts of a pod whose agent container is `agent_container` (`None`: the first). Missing
 /// fields read as "not known yet".
@@ -119,4 +121,42 @@ pub fn lease_facts(lease: &Lease) -> LeaseFacts {
             .filter(|h| !h.is_empty()),
         renew_time: spec.and_then(|s| s.renew_time.as_ref()).map(|t| t.0),
     }
+}
+
+/// What the outage decision reads of `agent` besides its status.
+pub fn agent_traits(agent: &Agent) -> AgentTraits {
+    AgentTraits {
+        name: agent.metadata.name.clone().unwrap_or_default(),
+        suspended: agent.spec.suspend,
+        heartbeat: agent.spec.heartbeat.is_some(),
+        readiness_probe: has_readiness_probe(agent),
+    }
+}
+
+/// Whether the agent's own container has a readiness probe.
+fn has_readiness_probe(agent: &Agent) -> bool {
+    let template = agent.spec.template.get();
+    let containers = template
+        .spec
+        .as_ref()
+        .map(|s| s.containers.as_slice())
+        .unwrap_or_default();
+    let own = match &agent.spec.agent_container {
+        Some(name) => containers.iter().find(|c| &c.name == name),
+        None => containers.first(),
+    };
+    own.is_some_and(|c| c.readiness_probe.is_some())
+}
+
+/// What a group reads of a member Agent.
+pub fn agent_view(agent: &Agent) -> AgentView {
+    AgentView::of(
+        &agent.status.clone().unwrap_or_default(),
+        agent.spec.suspend,
+    )
+}
+
+/// What a parent reads of a child group.
+pub fn child_view(group: &AgentGroup) -> ChildView {
+    ChildView::of(&group.status.clone().unwrap_or_default())
 }

@@ -21,8 +21,8 @@ use super::error::{self, Error, GatherError, RecordError, Retries};
 use super::{AgentObject, FIELD_MANAGER, RESYNC, log_outcome};
 use crate::api::{AgentGroup, AgentGroupStatus, MemberKey, MemberKind};
 use crate::supervise::group::{
-    self, AgentView, ChildView, Directive, GroupFacts, GroupInput, GroupPlan, GroupSpecView,
-    MemberFacts, MemberState, Membership, Related,
+    self, Directive, GroupFacts, GroupInput, GroupPlan, GroupSpecView, MemberFacts, MemberState,
+    Membership, Related,
 };
 
 /// An AgentGroup as watched: decoded, or the reason it cannot be (reported, and skipped).
@@ -270,11 +270,11 @@ fn member_state(
                 a.0.as_ref()
                     .ok()
                     .filter(|a| a.metadata.deletion_timestamp.is_none())
-                    .map(AgentView::of)
+                    .map(super::facts::agent_view)
             })
             .map_or(MemberState::NotFound, MemberState::Agent),
         MemberKind::AgentGroup => find(groups, &key.name)
-            .map(ChildView::of)
+            .map(super::facts::child_view)
             .map_or(MemberState::NotFound, MemberState::Group),
     }
 }

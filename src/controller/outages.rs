@@ -48,7 +48,9 @@ pub fn input(
                 .as_ref()
                 .and_then(|_| leases.get(&ObjectRef::new(&agent.name_any()).within(&namespace)))
                 .map(|l| super::facts::lease_facts(&l));
-            AgentOutageView::of(agent, pod.as_ref(), lease.as_ref())
+            let status = agent.status.clone().unwrap_or_default();
+            let traits = super::facts::agent_traits(agent);
+            AgentOutageView::of(&traits, &status, pod.as_ref(), lease.as_ref())
         })
         .collect();
     Some(OutageInput {

@@ -13,7 +13,8 @@ use jiff::Timestamp;
 use super::classify::add;
 use super::input::{LeaseFacts, PodFacts, PodPhase};
 use crate::api::{
-    Agent, FailureClass, FailureReason, Outage, OutagePolicy, OutageState, Phase, Time, Trigger,
+    AgentStatus, FailureClass, FailureReason, Outage, OutagePolicy, OutageState, Phase, Time,
+    Trigger,
 };
 
 /// At most this many outages are open per policy; more distinct failures wait for a slot.
@@ -437,6 +438,18 @@ pub fn hold(
         .min(cap)
 }
 
+/// What the outage decision reads of an Agent besides its status: plain facts the shell gathers
+/// (`controller::facts::agent_traits`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AgentTraits {
+    pub name: String,
+    pub suspended: bool,
+    /// It renews a heartbeat Lease.
+    pub heartbeat: bool,
+    /// Its own container has a readiness probe.
+    pub readiness_probe: bool,
+}
+
 impl AgentOutageView {
     /// What the outage decision needs of `agent`, with its current pod and heartbeat Lease.
     ///
@@ -445,12 +458,11 @@ impl AgentOutageView {
     /// Failures of attempts up to its latest restart out of an outage are left out: an outage
     /// that ended is not declared again from the failures it held.
     pub fn of(
-        agent: &Agent,
+        agent: &AgentTraits,
+        s: &AgentStatus,
         pod: Option<&PodFacts>,
         lease: Option<&LeaseFacts>,
     ) -> AgentOutageView {
-        let unset = crate::api::AgentStatus::default();
-        let s = agent.status.as_ref().unwrap_or(&unset);
         // By attempt, not by time: a probe may fail within the second it was started.
         let released = s
             .restart_history
@@ -488,8 +500,7 @@ impl AgentOutageView {
             .filter(|_| s.phase == Some(Phase::CircuitOpen) && s.shutdown.is_none())
             .and_then(|r| Some((r.fingerprint.clone()?, r.failed_at.as_ref()?.0)));
         let pod = pod.filter(|p| p.attempt == s.attempt && p.phase == PodPhase::Running);
-        let readiness = agent_has_readiness_probe(agent);
-        let heartbeat = agent.spec.heartbeat.is_some();
+        let (readiness, heartbeat) = (agent.readiness_probe, agent.heartbeat);
         let running_since = pod.map(|p| p.started_at().unwrap_or(p.created_at));
         let renewed = pod.zip(lease).is_some_and(|(p, l)| {
             l.holder.as_deref() == Some(p.name.as_str())
@@ -499,31 +510,16 @@ impl AgentOutageView {
         });
         let ready = pod.is_some_and(|p| p.ready);
         AgentOutageView {
-            name: agent.metadata.name.clone().unwrap_or_default(),
+            name: agent.name.clone(),
             attempt: s.attempt,
             failures,
-            available: held.is_some() && !agent.spec.suspend,
+            available: held.is_some() && !agent.suspended,
             held,
             running_since,
             proven: (readiness || heartbeat) && (!readiness || ready) && (!heartbeat || renewed),
             provable: readiness || heartbeat,
         }
     }
-}
-
-/// Whether the agent's own container has a readiness probe.
-fn agent_has_readiness_probe(agent: &Agent) -> bool {
-    let template = agent.spec.template.get();
-    let containers = template
-        .spec
-        .as_ref()
-        .map(|s| s.containers.as_slice())
-        .unwrap_or_default();
-    let own = match &agent.spec.agent_container {
-        Some(name) => containers.iter().find(|c| &c.name == name),
-        None => containers.first(),
-    };
-    own.is_some_and(|c| c.readiness_probe.is_some())
 }
 
 fn sub(t: Timestamp, d: std::time::Duration) -> Timestamp {

@@ -9,8 +9,8 @@ use agent_supervisor::api::{
     RestartRecord, ShutdownType, StopOrder, StopReason, Strategy, Time, Trigger,
 };
 use agent_supervisor::supervise::group::{
-    AgentView, ChildView, Crash, Directive, ESCALATED, GroupEventReason, GroupSpecView,
-    MEMBERS_RESOLVED, MemberFacts, MemberState, Membership, Refusal,
+    AgentView, Crash, Directive, ESCALATED, GroupEventReason, GroupSpecView, MEMBERS_RESOLVED,
+    MemberFacts, MemberState, Membership, Refusal,
 };
 
 use super::build::*;
@@ -417,7 +417,7 @@ pub(super) fn backing_off(attempt: u32, record: RestartRecord) -> AgentStatus {
 
 #[test]
 fn an_agent_view_reads_a_crash_waiting_for_the_group() {
-    let view = AgentView::of(&agent(false, None));
+    let view = agent_supervisor::controller::facts::agent_view(&agent(false, None));
     assert_eq!(view, AgentView::default());
 
     let ready = Condition {
@@ -435,12 +435,15 @@ fn an_agent_view_reads_a_crash_waiting_for_the_group() {
         conditions: vec![ready],
         ..AgentStatus::default()
     };
-    let view = AgentView::of(&agent(true, Some(running)));
+    let view = agent_supervisor::controller::facts::agent_view(&agent(true, Some(running)));
     assert!(view.up() && view.suspended);
     assert_eq!((view.attempt, view.restart_count, view.crash), (3, 2, None));
 
     let failed = pending_record(2, Trigger::Failure, FailureReason::Error);
-    let view = AgentView::of(&agent(false, Some(backing_off(2, failed.clone()))));
+    let view = agent_supervisor::controller::facts::agent_view(&agent(
+        false,
+        Some(backing_off(2, failed.clone())),
+    ));
     assert_eq!(
         view.crash,
         Some(Crash {
@@ -453,7 +456,11 @@ fn an_agent_view_reads_a_crash_waiting_for_the_group() {
     );
 
     let evicted = pending_record(2, Trigger::Disruption, FailureReason::Evicted);
-    let crash = AgentView::of(&agent(false, Some(backing_off(2, evicted)))).crash;
+    let crash = agent_supervisor::controller::facts::agent_view(&agent(
+        false,
+        Some(backing_off(2, evicted)),
+    ))
+    .crash;
     let crash = crash.expect("a disruption is a crash");
     assert_eq!(
         (crash.trigger, crash.counted),
@@ -470,7 +477,7 @@ fn an_agent_view_reads_a_crash_waiting_for_the_group() {
         opened_at: Some(Time(t(100))),
         half_open_at: Some(Time(t(400))),
     });
-    let crash = AgentView::of(&agent(false, Some(open))).crash;
+    let crash = agent_supervisor::controller::facts::agent_view(&agent(false, Some(open))).crash;
     assert_eq!(crash.and_then(|c| c.due), Some(t(400)));
 
     // Not crashes: a restart the group ordered, a manual one, an older attempt's record, a
@@ -484,14 +491,18 @@ fn an_agent_view_reads_a_crash_waiting_for_the_group() {
             ..backing_off(2, failed.clone())
         },
     ] {
-        let view = AgentView::of(&agent(false, Some(status.clone())));
+        let view =
+            agent_supervisor::controller::facts::agent_view(&agent(false, Some(status.clone())));
         assert_eq!(view.crash, None, "{status:?}");
     }
 }
 
 #[test]
 fn a_child_view_reads_a_give_up_in_its_current_incarnation_as_a_crash() {
-    let fresh = ChildView::of(&AgentGroup::new("kids", spec(Strategy::OneForOne, &["x"])));
+    let fresh = agent_supervisor::controller::facts::child_view(&AgentGroup::new(
+        "kids",
+        spec(Strategy::OneForOne, &["x"]),
+    ));
     assert_eq!(fresh.incarnation, 1, "from 1");
     assert_eq!(fresh.crash(), None);
 
@@ -507,7 +518,7 @@ fn a_child_view_reads_a_give_up_in_its_current_incarnation_as_a_crash() {
         }),
         ..AgentGroupStatus::default()
     });
-    let view = ChildView::of(&group);
+    let view = agent_supervisor::controller::facts::child_view(&group);
     assert_eq!((view.incarnation, view.restart_count), (3, 9));
     assert_eq!(
         view.crash(),
@@ -520,7 +531,11 @@ fn a_child_view_reads_a_give_up_in_its_current_incarnation_as_a_crash() {
         })
     );
     group.status.as_mut().unwrap().incarnation = 4;
-    assert_eq!(ChildView::of(&group).crash(), None, "an older give-up");
+    assert_eq!(
+        agent_supervisor::controller::facts::child_view(&group).crash(),
+        None,
+        "an older give-up"
+    );
 }
 
 #[test]

@@ -18,13 +18,13 @@ fn a_held_member_is_no_crash_for_its_group_until_it_is_let_go() {
     let mut held = backing_off(1, held_record.clone());
     held.phase = Some(Phase::CircuitOpen);
     held.next_restart_at = None;
-    let view = AgentView::of(&agent(false, Some(held)));
+    let view = agent_supervisor::controller::facts::agent_view(&agent(false, Some(held)));
     assert_eq!(view.crash, None, "held: the group waits");
     assert_eq!(view.phase, Some(Phase::CircuitOpen));
 
     // Let go (the outage ended, or it is the probe): a restart due now, counted toward nothing.
     let released = backing_off(1, held_record);
-    let view = AgentView::of(&agent(false, Some(released)));
+    let view = agent_supervisor::controller::facts::agent_view(&agent(false, Some(released)));
     assert_eq!(
         view.crash,
         Some(Crash {
@@ -44,7 +44,7 @@ fn a_held_member_is_no_crash_for_its_group_until_it_is_let_go() {
             agent_supervisor::api::FailureReason::Error,
         ),
     );
-    let crash = AgentView::of(&agent(false, Some(asked)))
+    let crash = agent_supervisor::controller::facts::agent_view(&agent(false, Some(asked)))
         .crash
         .expect("a crash");
     assert_eq!(

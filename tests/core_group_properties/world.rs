@@ -1,6 +1,6 @@
 //! A small supervision tree and its pods, played as the operator would: each reconcile gathers
 //! the facts the way the IO shell does (`Membership::resolve`, `Directive::read`,
-//! `AgentView::of`, `ChildView::of` on `Agent` and `AgentGroup` objects), decides, checks the
+//! `controller::facts::{agent_view, child_view}` on `Agent` and `AgentGroup` objects), decides, checks the
 //! plan, and carries it out.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -10,8 +10,8 @@ use agent_supervisor::api::{
     MemberKind, Phase, RestartPolicySpec, Trigger,
 };
 use agent_supervisor::supervise::group::{
-    AgentView, ChildView, Directive, GroupEventReason, GroupFacts, GroupInput, GroupPlan,
-    GroupSpecView, MemberFacts, MemberState, Membership, decide_group,
+    Directive, GroupEventReason, GroupFacts, GroupInput, GroupPlan, GroupSpecView, MemberFacts,
+    MemberState, Membership, decide_group,
 };
 use agent_supervisor::supervise::input::{ContainerFacts, ContainerPhase, PodPhase, Termination};
 use agent_supervisor::supervise::{AgentFacts, Input, Plan, PodFacts, PolicyResolution, decide};
@@ -331,13 +331,13 @@ impl World {
                         .agents
                         .get(&key.name)
                         .map_or(MemberState::NotFound, |a| {
-                            MemberState::Agent(AgentView::of(a))
+                            MemberState::Agent(agent_supervisor::controller::facts::agent_view(a))
                         }),
                     (None, MemberKind::AgentGroup) => self
                         .groups
                         .get(&key.name)
                         .map_or(MemberState::NotFound, |g| {
-                            MemberState::Group(ChildView::of(g))
+                            MemberState::Group(agent_supervisor::controller::facts::child_view(g))
                         }),
                 };
                 MemberFacts {

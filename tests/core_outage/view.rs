@@ -3,12 +3,19 @@
 use agent_supervisor::api::{
     Agent, AgentStatus, FailureClass, FailureReason, Phase, RestartRecord, Time, Trigger,
 };
+use agent_supervisor::controller::facts::agent_traits;
 use agent_supervisor::supervise::input::{ContainerFacts, ContainerPhase, PodPhase};
 use agent_supervisor::supervise::outage::AgentOutageView;
 use agent_supervisor::supervise::{LeaseFacts, PodFacts, PodOrigin};
 use serde_json::json;
 
 use super::{A, B, t};
+
+/// The outage view of `agent` as the shell builds it: its traits and its status.
+fn of(agent: &Agent, pod: Option<&PodFacts>, lease: Option<&LeaseFacts>) -> AgentOutageView {
+    let status = agent.status.clone().unwrap_or_default();
+    AgentOutageView::of(&agent_traits(agent), &status, pod, lease)
+}
 
 fn agent(spec: serde_json::Value, status: AgentStatus) -> Agent {
     let mut agent: Agent = serde_json::from_value(json!({
@@ -87,7 +94,7 @@ fn failures_that_count_and_the_hold_are_read_from_the_history() {
         ],
         ..AgentStatus::default()
     };
-    let view = AgentOutageView::of(&agent(plain(), status), None, None);
+    let view = of(&agent(plain(), status), None, None);
     assert_eq!(view.attempt, 4);
     let seen: Vec<(&str, u32, bool)> = view
         .failures
@@ -114,7 +121,7 @@ fn failures_up_to_the_latest_release_from_an_outage_are_left_out() {
         ],
         ..AgentStatus::default()
     };
-    let view = AgentOutageView::of(&agent(plain(), status), None, None);
+    let view = of(&agent(plain(), status), None, None);
     let attempts: Vec<u32> = view.failures.iter().map(|f| f.attempt).collect();
     assert_eq!(
         attempts,
@@ -135,16 +142,13 @@ fn a_suspended_or_shut_down_agent_is_no_probe() {
     };
     let mut spec = plain();
     spec["suspend"] = json!(true);
-    let view = AgentOutageView::of(&agent(spec, held.clone()), None, None);
+    let view = of(&agent(spec, held.clone()), None, None);
     assert!(view.held.is_some() && !view.available);
     let shut = AgentStatus {
         phase: Some(Phase::Shutdown),
         ..held
     };
-    assert_eq!(
-        AgentOutageView::of(&agent(plain(), shut), None, None).held,
-        None
-    );
+    assert_eq!(of(&agent(plain(), shut), None, None).held, None);
 }
 
 #[test]
@@ -156,7 +160,7 @@ fn proof_needs_what_the_agent_supports() {
     };
     let pod = running_pod(2, 100, true);
     // Nothing to prove itself with: only running for resetAfter counts.
-    let view = AgentOutageView::of(&agent(plain(), running.clone()), Some(&pod), None);
+    let view = of(&agent(plain(), running.clone()), Some(&pod), None);
     assert_eq!(
         (view.running_since, view.proven, view.provable),
         (Some(t(100)), false, false)
@@ -165,10 +169,10 @@ fn proof_needs_what_the_agent_supports() {
     let mut probed = plain();
     probed["template"]["spec"]["containers"][0]["readinessProbe"] =
         json!({ "exec": { "command": ["true"] } });
-    let ready = AgentOutageView::of(&agent(probed.clone(), running.clone()), Some(&pod), None);
+    let ready = of(&agent(probed.clone(), running.clone()), Some(&pod), None);
     assert!(ready.proven && ready.provable);
     let not_ready = running_pod(2, 100, false);
-    assert!(!AgentOutageView::of(&agent(probed, running.clone()), Some(&not_ready), None).proven);
+    assert!(!of(&agent(probed, running.clone()), Some(&not_ready), None).proven);
     // A heartbeat: a renewal by this very pod since it started proves it.
     let mut beating = plain();
     beating["heartbeat"] = json!({ "timeout": "30s" });
@@ -185,7 +189,7 @@ fn proof_needs_what_the_agent_supports() {
         renew_time: Some(t(90)),
     };
     let proven = |lease: &LeaseFacts| {
-        AgentOutageView::of(
+        of(
             &agent(beating.clone(), running.clone()),
             Some(&pod),
             Some(lease),
@@ -198,7 +202,7 @@ fn proof_needs_what_the_agent_supports() {
     // A pod of another attempt is not the current one.
     let old = running_pod(1, 100, true);
     assert_eq!(
-        AgentOutageView::of(&agent(plain(), running), Some(&old), None).running_since,
+        of(&agent(plain(), running), Some(&old), None).running_since,
         None
     );
 }

@@ -4,8 +4,8 @@ use jiff::Timestamp;
 
 use super::membership::Refusal;
 use crate::api::{
-    Agent, AgentGroup, AgentGroupSpec, AgentGroupStatus, GroupPhase, GroupTrigger, MemberKey,
-    Phase, Shutdown, StopOrder, Trigger,
+    AgentGroupSpec, AgentGroupStatus, AgentStatus, GroupPhase, GroupTrigger, MemberKey, Phase,
+    Shutdown, StopOrder, Trigger,
 };
 use crate::supervise::conditions::{self, READY};
 
@@ -97,9 +97,8 @@ pub struct ChildView {
 }
 
 impl AgentView {
-    pub fn of(agent: &Agent) -> AgentView {
-        let unset = crate::api::AgentStatus::default();
-        let s = agent.status.as_ref().unwrap_or(&unset);
+    /// What a group reads of an Agent: its status, and whether it is suspended.
+    pub fn of(s: &AgentStatus, suspended: bool) -> AgentView {
         let ready_condition = conditions::get(&s.conditions, READY);
         let ready = ready_condition.is_some_and(|c| c.status == "True");
         let given_up = s.phase == Some(Phase::Stopped)
@@ -140,7 +139,7 @@ impl AgentView {
             attempt: s.attempt,
             restart_count: s.restart_count,
             ready,
-            suspended: agent.spec.suspend,
+            suspended,
             shutdown: s.shutdown.clone(),
             given_up,
             crash: crash.map(|(record, trigger, due)| Crash {
@@ -162,9 +161,8 @@ impl AgentView {
 }
 
 impl ChildView {
-    pub fn of(group: &AgentGroup) -> ChildView {
-        let unset = AgentGroupStatus::default();
-        let s = group.status.as_ref().unwrap_or(&unset);
+    /// What a parent reads of a child group: its status.
+    pub fn of(s: &AgentGroupStatus) -> ChildView {
         ChildView {
             phase: s.phase,
             incarnation: s.incarnation.max(1),
