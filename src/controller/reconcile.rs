@@ -97,9 +97,10 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
     if plan.delete_pod.is_some() || adopts_on_resume(agent, &plan) {
         // Nothing is deleted on cached facts: a Lease renewed while the lease watch was
         // re-listing, or a pod the cache saw late, must not get a running agent killed. Nor is
-        // a pod taken back as running when a shutdown is cleared: it may have ended while shut
-        // down (not the operator's business) and the cleared shutdown reached the cache first.
-        // Decide again on the Agent, its pod and its Lease as the server has them now.
+        // a pod taken back as running when a shutdown is cleared or a suspend lifted: it may
+        // have ended, or been deleted by the suspend, and the change to the Agent reached the
+        // cache before the pod's. Decide again on the Agent, its pod and its Lease as the server
+        // has them now.
         latest = match gather::latest(agent, ctx).await? {
             Some(latest) if latest.metadata.deletion_timestamp.is_none() => latest,
             _ => return Ok(Done::Then(Action::await_change())),
@@ -306,12 +307,17 @@ async fn is_current(agent: &Agent, ctx: &Context) -> Result<bool, Error> {
     }
 }
 
-/// Whether `plan` resumes supervision after a cleared shutdown by taking the pod back as it is.
+/// Whether `plan` resumes supervision after a cleared shutdown or a suspend by taking the pod
+/// back as it is (instead of starting a new one).
 fn adopts_on_resume(agent: &Agent, plan: &Plan) -> bool {
+    use crate::api::Phase;
     let was = agent.status.as_ref().and_then(|s| s.phase);
-    was == Some(crate::api::Phase::Shutdown)
-        && plan.status.shutdown.is_none()
-        && plan.create_pod.is_none()
+    let resumed = match was {
+        Some(Phase::Shutdown) => plan.status.shutdown.is_none(),
+        Some(Phase::Suspended) => plan.status.phase != Some(Phase::Suspended),
+        _ => false,
+    };
+    resumed && plan.create_pod.is_none()
 }
 
 /// Whether a group on the server names the Agent: checked before its first pod is created,
