@@ -36,12 +36,7 @@ fn module_path(file: &Path) -> Vec<String> {
 /// The top-level modules `source` names, with the line of each: `crate::x`, each name of a
 /// `crate::{x, y::z}` group, and `super::` chains that climb to the crate root from `path`.
 fn named_modules(path: &[String], source: &str) -> Vec<(String, usize)> {
-    // Comments out, lines kept: a group of imports may span lines.
-    let code: String = source
-        .lines()
-        .map(|line| line.split("//").next().unwrap_or_default())
-        .collect::<Vec<_>>()
-        .join("\n");
+    let code = without_comments(source);
     let line_of = |offset: usize| code[..offset].matches('\n').count() + 1;
     let mut named = Vec::new();
     for (at, _) in code.match_indices("crate::") {
@@ -68,6 +63,15 @@ fn named_modules(path: &[String], source: &str) -> Vec<(String, usize)> {
         }
     }
     named
+}
+
+/// `source` with its comments out and its lines kept: a group of imports may span lines.
+fn without_comments(source: &str) -> String {
+    source
+        .lines()
+        .map(|line| line.split("//").next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The identifier `s` starts with.
@@ -183,11 +187,7 @@ fn the_core_takes_facts_not_kubernetes_objects() {
 /// objects (`Agent`, `AgentGroup`, `RestartPolicy`) taken from `crate::api`.
 fn objects_named(source: &str) -> Vec<(String, usize)> {
     const OBJECTS: [&str; 3] = ["Agent", "AgentGroup", "RestartPolicy"];
-    let code: String = source
-        .lines()
-        .map(|line| line.split("//").next().unwrap_or_default())
-        .collect::<Vec<_>>()
-        .join("\n");
+    let code = without_comments(source);
     let line_of = |offset: usize| code[..offset].matches('\n').count() + 1;
     let mut found = Vec::new();
     for client in ["kube::", "k8s_openapi::"] {
