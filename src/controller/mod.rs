@@ -3,6 +3,7 @@
 //! the process to serve lives here too: metrics, readiness (`health`) and the caches the status
 //! page reads (`watched`).
 
+mod act;
 pub mod budget;
 mod error;
 mod events;

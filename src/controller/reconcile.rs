@@ -3,23 +3,21 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use kube::api::{DeleteParams, PostParams, Preconditions};
+use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, ResourceExt};
 use tracing::{info, instrument, warn};
 
+use super::act::{create_pod, delete_pod, dry_run, ensure_owned_objects, remove_old_pods};
 use super::budget::Admission;
-use super::error::{ActError, Error, GatherError, is_conflict, is_not_found};
+use super::error::{Error, GatherError, is_not_found};
 use super::fresh::Freshness;
 use super::gather::Source;
-use super::slim::CachedPod;
 use super::{AgentObject, Context, RESYNC, events, gather, manifests, status};
-use crate::api::{AGENT_UID_LABEL, ATTEMPT_LABEL, Agent, AgentStatus};
+use crate::api::{Agent, AgentStatus};
 use crate::supervise::conditions::{self, Desired};
-use crate::supervise::{self, NewPod, Plan};
+use crate::supervise::{self, Plan};
 
 /// Reconciles one Agent; an Agent that cannot be decoded is reported and left alone.
 pub async fn reconcile(object: Arc<AgentObject>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -368,185 +366,4 @@ fn requeue(plan: &Plan, now: jiff::Timestamp) -> Action {
         }
         None => Action::requeue(RESYNC),
     }
-}
-
-async fn delete_pod(pods: &Api<Pod>, name: &str, ctx: &Context) -> Result<(), Error> {
-    // Only the very pod that was observed: a precondition on its uid.
-    let namespace = pods.namespace().unwrap_or_default();
-    let uid = ctx
-        .pods
-        .get(&ObjectRef::new(name).within(namespace))
-        .and_then(|p| p.uid());
-    let params = DeleteParams {
-        preconditions: uid.map(|uid| Preconditions {
-            uid: Some(uid),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match pods.delete(name, &params).await {
-        Ok(_) => Ok(()),
-        Err(e) if is_not_found(&e) || is_conflict(&e) => Ok(()),
-        Err(source) => Err(ActError::Delete {
-            pod: name.to_string(),
-            source,
-        }
-        .into()),
-    }
-}
-
-async fn create_pod(agent: &Agent, pods: &Api<Pod>, new: &NewPod, hash: &str) -> Result<(), Error> {
-    let pod = manifests::pod(agent, new, hash);
-    match pods.create(&post_params(false), &pod).await {
-        Ok(_) => Ok(()),
-        // The name is derived from the attempt: an existing pod is this very attempt, created
-        // by an earlier try whose status write was lost — unless someone else owns the name.
-        Err(e) if is_conflict(&e) => match pods.get(&new.name).await {
-            Ok(existing) if manifests::controlled_by(existing.owner_references(), agent) => Ok(()),
-            Ok(_) => Err(ActError::NameTaken(format!("Pod {}", new.name)).into()),
-            Err(source) => Err(ActError::Read {
-                what: format!("pod {}", new.name),
-                source,
-            }
-            .into()),
-        },
-        Err(source) => Err(ActError::Create {
-            what: format!("pod {}", new.name),
-            source,
-        }
-        .into()),
-    }
-}
-
-/// Asks the API server whether it would create `new` (admission, Pod Security, quota, schema),
-/// without creating it.
-async fn dry_run(agent: &Agent, pods: &Api<Pod>, new: &NewPod, hash: &str) -> Result<(), Error> {
-    let pod = manifests::pod(agent, new, hash);
-    match pods.create(&post_params(true), &pod).await {
-        // Exists already: it was created, and the decision that follows adopts it.
-        Err(e) if is_conflict(&e) => Ok(()),
-        Err(source) => Err(ActError::Refused {
-            pod: new.name.clone(),
-            source,
-        }
-        .into()),
-        Ok(_) => Ok(()),
-    }
-}
-
-fn post_params(dry_run: bool) -> PostParams {
-    PostParams {
-        dry_run,
-        field_manager: Some(super::FIELD_MANAGER.into()),
-    }
-}
-
-/// The heartbeat Lease and the claims, created when missing.
-async fn ensure_owned_objects(agent: &Agent, ctx: &Context) -> Result<(), Error> {
-    let namespace = agent.namespace().unwrap_or_default();
-    let params = post_params(false);
-    if agent.spec.heartbeat.is_some()
-        && ctx
-            .leases
-            .get(&ObjectRef::new(&agent.name_any()).within(&namespace))
-            .is_none()
-    {
-        let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &namespace);
-        create_if_missing(agent, &leases, &manifests::lease(agent), &params).await?;
-    }
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(ctx.client.clone(), &namespace);
-    for claim in manifests::claims(agent) {
-        let name = claim.name_any();
-        if ctx
-            .claims
-            .get(&ObjectRef::new(&name).within(&namespace))
-            .is_none()
-        {
-            create_if_missing(agent, &claims, &claim, &params).await?;
-        }
-    }
-    Ok(())
-}
-
-/// Creates `object` unless it exists. An existing one must be the Agent's own: a name taken by
-/// something else (another Agent's claim, a hand-made Lease) is reported, never used.
-async fn create_if_missing<K>(
-    agent: &Agent,
-    api: &Api<K>,
-    object: &K,
-    params: &PostParams,
-) -> Result<(), Error>
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + serde::Serialize
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
-    let what = format!("{} {}", K::kind(&()), object.name_any());
-    match api.create(params, object).await {
-        Ok(_) => Ok(()),
-        Err(e) if is_conflict(&e) => match api.get(&object.name_any()).await {
-            Ok(existing) if manifests::controlled_by(existing.owner_references(), agent) => Ok(()),
-            Ok(_) => Err(ActError::NameTaken(what).into()),
-            Err(source) => Err(ActError::Read { what, source }.into()),
-        },
-        Err(source) => Err(ActError::Create { what, source }.into()),
-    }
-}
-
-/// Finished pods of attempts before the previous one (the previous is kept for `kubectl
-/// logs`), removed a few at a time, in one request and without holding up the reconcile.
-fn remove_old_pods(agent: &Agent, pods: &Api<Pod>, attempt: u32, ctx: &Context) {
-    /// Old pods are let pile up to this many before they are removed together.
-    const BATCH: usize = 4;
-    let namespace = agent.namespace().unwrap_or_default();
-    let Some(uid) = agent.metadata.uid.clone() else {
-        return;
-    };
-    // Only pods that carry the Agent's uid (made since the label was) can be selected by it.
-    let old_enough = |p: &CachedPod, a: u32| {
-        p.metadata.deletion_timestamp.is_none()
-            && manifests::controlled_by(p.owner_references(), agent)
-            && p.labels().get(AGENT_UID_LABEL) == Some(&uid)
-            && p.labels().get(ATTEMPT_LABEL).and_then(|l| l.parse().ok()) == Some(a)
-            && matches!(p.phase(), Some("Succeeded" | "Failed"))
-    };
-    // Proposed by the index of finished pods, confirmed by the cache.
-    let mut old = Vec::new();
-    for (a, pod) in ctx
-        .finished
-        .before(&namespace, &uid, attempt.saturating_sub(1))
-    {
-        match ctx.pods.get(&ObjectRef::new(&pod).within(&namespace)) {
-            Some(p) => {
-                if old_enough(&p, a) {
-                    old.push(a);
-                }
-            }
-            None => ctx.finished.forget(&namespace, &uid, a),
-        }
-    }
-    if old.len() < BATCH {
-        return;
-    }
-    let attempts: Vec<String> = old.iter().map(u32::to_string).collect();
-    // The uid, not the name: a pod of someone else's that copies the agent's labels is never
-    // selected; nor, whatever its labels, a pod still pending or running.
-    let selector = format!(
-        "{AGENT_UID_LABEL}={uid},{ATTEMPT_LABEL} in ({})",
-        attempts.join(",")
-    );
-    let pods = pods.clone();
-    tokio::spawn(async move {
-        let params = kube::api::ListParams::default()
-            .labels(&selector)
-            .fields("status.phase!=Pending,status.phase!=Running");
-        if let Err(e) = pods
-            .delete_collection(&DeleteParams::default(), &params)
-            .await
-        {
-            warn!(%selector, error = %e, "could not remove old pods");
-        }
-    });
 }
