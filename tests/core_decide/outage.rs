@@ -2,8 +2,17 @@
 //! restart (phase CircuitOpen, reason Outage) and counts toward nothing; the hold ends when the
 //! outage does, when the policy picks the agent as its probe, or when a person steps in.
 
-use super::*;
-use agent_supervisor::api::{Outage, OutageState};
+use agent_supervisor::api::{
+    AgentStatus, BreakerState, FailureReason, Outage, OutageState, Phase, Trigger,
+};
+use agent_supervisor::supervise::EventReason;
+use agent_supervisor::supervise::conditions::{CIRCUIT_BREAKER_OPEN, READY};
+use agent_supervisor::supervise::fingerprint::fingerprint;
+use agent_supervisor::supervise::input::PodPhase;
+
+use crate::build::{AGENT, breaker, condition, fast, named, reasons, secs, strict, time};
+use crate::clock::t;
+use crate::sim::{Sim, new_pod};
 
 const PROVIDER: &str = "provider returned 503 (request req_7f3a91c2d4e5)";
 

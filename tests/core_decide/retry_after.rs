@@ -1,7 +1,15 @@
 //! `retryAfter`: the agent asks to be restarted later. The restart waits for it (cut to the
 //! policy's `maxRetryAfter`) and counts toward no limit and not toward the breaker.
 
-use super::*;
+use agent_supervisor::api::{
+    BreakerState, FailureReason, Phase, RestartPolicySpec, ShutdownType, Trigger,
+};
+use agent_supervisor::supervise::EventReason;
+use agent_supervisor::supervise::conditions::READY;
+
+use crate::build::{breaker, condition, fast, named, reasons, secs, strict, time};
+use crate::clock::t;
+use crate::sim::{Sim, new_pod};
 
 const RATE_LIMITED: &str = r#"{"retryAfter":"15m","reason":"rate limited"}"#;
 
