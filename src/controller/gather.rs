@@ -89,7 +89,7 @@ pub async fn gather(
 /// The open outages of the policy `agent` uses, as the cache has its status.
 fn outages(agent: &Agent, ctx: &Context) -> Vec<crate::api::Outage> {
     let namespace = agent.namespace().unwrap_or_default();
-    let name = super::policy_name(agent);
+    let name = super::routes::policy_name(agent);
     ctx.policies
         .get(&ObjectRef::new(&name).within(&namespace))
         .and_then(|p| p.0.as_ref().ok().and_then(|p| p.status.clone()))

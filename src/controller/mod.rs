@@ -11,6 +11,7 @@ pub mod facts;
 mod finished;
 mod fresh;
 mod gather;
+mod gone;
 pub mod groups;
 pub mod health;
 pub mod manifests;
@@ -19,13 +20,13 @@ mod named;
 mod outages;
 mod policies;
 mod reconcile;
+mod routes;
 pub(crate) mod slim;
 mod status;
 mod watch;
 pub mod watched;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::channel::mpsc;
@@ -43,7 +44,8 @@ use slim::CachedPod;
 pub use error::Error;
 pub use watch::WatchFaults;
 
-use crate::api::{AGENT_LABEL, Agent, MemberKey, MemberKind, Outage, RestartPolicy};
+use crate::api::{AGENT_LABEL, Agent, RestartPolicy};
+use gone::GonePods;
 use groups::{GroupIndex, GroupObject};
 use health::Health;
 use metrics::Metrics;
@@ -118,49 +120,6 @@ pub struct Context {
     finished: Arc<finished::FinishedPods>,
     /// Which Agents the groups name, listed for first starts.
     named: Arc<named::NamedByGroups>,
-}
-
-/// The last state of recently deleted pods, as their deletion's watch event carried it. A pod
-/// evicted and deleted before its Agent's turn would otherwise leave no trace of why it went
-/// (its `DisruptionTarget` condition): it would count as lost with its node.
-#[derive(Default)]
-pub(crate) struct GonePods(Mutex<Gone>);
-
-#[derive(Default)]
-struct Gone {
-    pods: HashMap<ObjectRef<CachedPod>, Arc<CachedPod>>,
-    /// When each was kept, oldest first: a namespace's deletion removes thousands of pods, and
-    /// forgetting the expired ones must not scan all the others each time.
-    order: std::collections::VecDeque<(std::time::Instant, ObjectRef<CachedPod>)>,
-}
-
-impl GonePods {
-    /// How long a deleted pod is remembered: far longer than any reconcile waits for its turn.
-    const KEPT: Duration = Duration::from_secs(600);
-
-    fn keep(&self, pod: CachedPod) {
-        let mut gone = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let now = std::time::Instant::now();
-        while let Some((at, _)) = gone.order.front()
-            && now.duration_since(*at) >= Self::KEPT
-        {
-            let (_, key) = gone.order.pop_front().expect("front exists");
-            gone.pods.remove(&key);
-        }
-        let key = ObjectRef::from(&pod);
-        // A pod kept again (deleted, recreated with its name, deleted) is forgotten on its
-        // first expiry: sooner than `KEPT`, still far later than any reconcile looks.
-        gone.order.push_back((now, key.clone()));
-        gone.pods.insert(key, Arc::new(pod));
-    }
-
-    /// The last state of the pod `name` in `namespace`, if it was deleted lately.
-    pub(crate) fn get(&self, name: &str, namespace: &str) -> Option<Arc<CachedPod>> {
-        let gone = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        gone.pods
-            .get(&ObjectRef::new(name).within(namespace))
-            .cloned()
-    }
 }
 
 /// Runs the controllers until `shutdown` resolves: per watched namespace (or once for the whole
@@ -255,38 +214,16 @@ async fn run_scope(
         watcher::Config::default(),
         |_| (),
         {
-            let index = index.clone();
+            let routes = routes::GroupRoutes::new(index.clone());
             let group_trigger_tx = group_trigger_tx.clone();
+            let agent_trigger_tx = agent_trigger_tx.clone();
             move |change| {
-                let group = match change {
-                    Change::Applied(g) => g,
-                    Change::Deleted(mut g) => {
-                        g.meta_mut().deletion_timestamp.get_or_insert_with(|| {
-                            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                                jiff::Timestamp::now(),
-                            )
-                        });
-                        g
-                    }
-                };
-                let namespace = group.namespace().unwrap_or_default();
-                let members = groups::member_keys(&group);
-                let before = index.update(&group, members.clone());
-                for key in before.iter().chain(&members) {
-                    match key.kind {
-                        MemberKind::Agent => {
-                            let _ = agent_trigger_tx
-                                .unbounded_send(ObjectRef::new(&key.name).within(&namespace));
-                        }
-                        MemberKind::AgentGroup => {
-                            let _ = group_trigger_tx
-                                .unbounded_send(ObjectRef::new(&key.name).within(&namespace));
-                        }
-                    }
+                let (group, triggers) = routes.route(change);
+                for agent in triggers.agents {
+                    let _ = agent_trigger_tx.unbounded_send(agent);
                 }
-                let me = MemberKey::group(&group.name_any());
-                for parent in index.naming(&namespace, &me) {
-                    let _ = group_trigger_tx.unbounded_send(parent);
+                for group in triggers.groups {
+                    let _ = group_trigger_tx.unbounded_send(group);
                 }
                 let _ = group_tx.unbounded_send(group);
             }
@@ -297,10 +234,8 @@ async fn run_scope(
     // policy it uses (or its creation or deletion) recounts those policies' users.
     let (agent_tx, agent_changes) = channel::<AgentObject>();
     let (recount_tx, recounts) = mpsc::unbounded::<ObjectRef<PolicyObject>>();
-    let mut uses: HashMap<ObjectRef<AgentObject>, (Option<String>, OutageSignature)> =
-        HashMap::new();
     let named = Arc::new(named::NamedByGroups::default());
-    let noted = named.clone();
+    let mut routes = routes::AgentRoutes::new(index, named.clone());
     let agents = watches.spawn(
         format!("Agents in {within}"),
         api::<AgentObject>(&client, &scope),
@@ -309,36 +244,11 @@ async fn run_scope(
         watcher::Config::default().list_semantic(watcher::ListSemantic::MostRecent),
         |_| (),
         move |change| {
-            let (agent, used, signature) = match change {
-                Change::Applied(a) => {
-                    if let Ok(agent) = &a.0 {
-                        noted.saw(agent);
-                    }
-                    let used = a.0.as_ref().ok().map(policy_name);
-                    let signature = a.0.as_ref().ok().map(outage_signature).unwrap_or_default();
-                    (a, used, signature)
-                }
-                Change::Deleted(a) => {
-                    if let Ok(agent) = &a.0 {
-                        noted.gone(agent);
-                    }
-                    (a, None, OutageSignature::default())
-                }
-            };
-            let key = ObjectRef::from(&agent);
-            let (before, signed) = match &used {
-                Some(_) => uses.insert(key, (used.clone(), signature.clone())),
-                None => uses.remove(&key),
+            let (agent, triggers) = routes.route(change);
+            for policy in triggers.policies {
+                let _ = recount_tx.unbounded_send(policy);
             }
-            .unwrap_or_default();
-            let namespace = agent.namespace().unwrap_or_default();
-            if before != used || signed != signature {
-                // Its policy counts its users and watches their failures for outages.
-                for name in [before, used].into_iter().flatten() {
-                    let _ = recount_tx.unbounded_send(ObjectRef::new(&name).within(&namespace));
-                }
-            }
-            for group in index.naming(&namespace, &MemberKey::agent(&agent.name_any())) {
+            for group in triggers.groups {
                 let _ = group_trigger_tx.unbounded_send(group);
             }
             let _ = agent_tx.unbounded_send(agent);
@@ -348,34 +258,15 @@ async fn run_scope(
     // creation or deletion) reconciles the Agents using it. Status writes reconcile nothing.
     let (policy_tx, policy_changes) = channel::<PolicyObject>();
     let (policy_spec_tx, policy_specs) = channel::<PolicyObject>();
-    let mut generations: HashMap<ObjectRef<PolicyObject>, (Option<i64>, Vec<Outage>)> =
-        HashMap::new();
+    let mut routes = routes::PolicyRoutes::default();
     let policies = watches.spawn(
         format!("RestartPolicies in {within}"),
         api::<PolicyObject>(&client, &scope),
         watcher::Config::default(),
         |_| (),
         move |change| {
-            let (policy, seen) = match change {
-                Change::Applied(p) => {
-                    let outages =
-                        p.0.as_ref()
-                            .ok()
-                            .and_then(|p| p.status.as_ref())
-                            .map(|s| s.outages.clone())
-                            .unwrap_or_default();
-                    let generation = p.meta().generation;
-                    (p, Some((generation, outages)))
-                }
-                Change::Deleted(p) => (p, None),
-            };
-            let key = ObjectRef::from(&policy);
-            let before = match seen.clone() {
-                Some(g) => generations.insert(key, g),
-                None => generations.remove(&key),
-            };
-            // Its agents decide again when its spec changes, and when its outages do.
-            if before != seen {
+            let (policy, its_agents) = routes.route(change);
+            if its_agents {
                 let _ = policy_spec_tx.unbounded_send(policy.clone());
             }
             let _ = policy_tx.unbounded_send(policy);
@@ -564,41 +455,6 @@ fn log_outcome<K, E: std::fmt::Display>(
     }
 }
 
-/// What of an Agent its policy's outage decision looks at: a change of any of it reconciles the
-/// policy. Progress of a running pod that is not written to the status (a Lease renewal) is
-/// polled by the decision while it probes.
-#[derive(Clone, Debug, Default, PartialEq)]
-struct OutageSignature {
-    phase: Option<crate::api::Phase>,
-    attempt: u32,
-    failed_at: Option<jiff::Timestamp>,
-    ready: bool,
-}
-
-fn outage_signature(agent: &Agent) -> OutageSignature {
-    let Some(s) = agent.status.as_ref() else {
-        return OutageSignature::default();
-    };
-    OutageSignature {
-        phase: s.phase,
-        attempt: s.attempt,
-        failed_at: s.last_failure.as_ref().map(|f| f.time.0),
-        ready: crate::supervise::conditions::get(
-            &s.conditions,
-            crate::supervise::conditions::READY,
-        )
-        .is_some_and(|c| c.status == "True"),
-    }
-}
-
-/// The RestartPolicy an Agent uses: the one it names, else the namespace's `default`.
-fn policy_name(agent: &Agent) -> String {
-    match &agent.spec.restart_policy_ref {
-        Some(reference) => reference.name.clone(),
-        None => "default".to_string(),
-    }
-}
-
 /// The Agents a change of `policy` concerns: those that name it, and, for the namespace's
 /// `default`, those that name none.
 fn agents_using(agents: &Store<AgentObject>, policy: &PolicyObject) -> Vec<ObjectRef<AgentObject>> {
@@ -615,7 +471,7 @@ fn agents_using(agents: &Store<AgentObject>, policy: &PolicyObject) -> Vec<Objec
 
 /// Whether `agent` is governed by the RestartPolicy called `policy` in its namespace.
 pub fn uses_policy(agent: &Agent, policy: &str) -> bool {
-    policy_name(agent) == policy
+    routes::policy_name(agent) == policy
 }
 
 fn error_policy(agent: Arc<AgentObject>, error: &Error, ctx: Arc<Context>) -> Action {
