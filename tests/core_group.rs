@@ -1,26 +1,36 @@
 //! Scenarios for supervision groups. Here, `decide_group`: which members a crash restarts under
-//! each strategy, the start order, the group's intensity, giving up, and a parent's orders to a
-//! child group. In `core_group/`: resets, autoShutdown, membership and the views a group reads
-//! (`lifecycle.rs`), and an Agent obeying its group (`member.rs`).
+//! each strategy. In `core_group/`: the start order (`start_order.rs`), the group's intensity
+//! and giving up (`intensity.rs`), a parent's orders to a child group (`parent.rs`), resets and
+//! autoShutdown (`lifecycle.rs`), membership (`membership.rs`), the views a group reads
+//! (`views.rs`), a member held by its policy's outage (`outage.rs`), and an Agent obeying its
+//! group (`member.rs`).
 
 #[path = "core_group/build.rs"]
 mod build;
 #[path = "common/clock.rs"]
 mod clock;
+#[path = "core_group/intensity.rs"]
+mod intensity;
 #[path = "core_group/lifecycle.rs"]
 mod lifecycle;
 #[path = "core_group/member.rs"]
 mod member;
+#[path = "core_group/membership.rs"]
+mod membership;
 #[path = "core_group/outage.rs"]
 mod outage;
+#[path = "core_group/parent.rs"]
+mod parent;
+#[path = "core_group/start_order.rs"]
+mod start_order;
+#[path = "core_group/views.rs"]
+mod views;
 
 use agent_supervisor::api::{
-    GroupPhase, GroupRestartRecord, GroupTrigger, Phase, StartOrder, StopReason, Strategy, Time,
+    GroupPhase, GroupRestartRecord, GroupTrigger, Phase, StartOrder, Strategy, Time,
 };
 use agent_supervisor::supervise::conditions::READY;
-use agent_supervisor::supervise::group::{
-    AgentView, Directive, ESCALATED, GroupEventReason, MemberState,
-};
+use agent_supervisor::supervise::group::{AgentView, ESCALATED, GroupEventReason, MemberState};
 
 use build::*;
 
@@ -197,399 +207,6 @@ fn suspended_and_shut_down_members_are_left_out_of_restarts() {
     assert_eq!(plan.status.restart_count, 0);
 }
 
-// --- Start order -----------------------------------------------------------------------------
-
-#[test]
-fn sequential_holds_every_member_after_the_first_not_running_one() {
-    let mut sequential = spec(Strategy::OneForOne, &["a", "b", "c", "d", "e"]);
-    sequential.start_order = StartOrder::Sequential;
-    let mut g = G::fresh(sequential);
-    let not_ready = MemberState::Agent(AgentView {
-        phase: Some(Phase::Running),
-        attempt: 1,
-        ready: false,
-        ..AgentView::default()
-    });
-    g.set("a", running(1))
-        .set("b", not_ready)
-        .set("c", MemberState::Agent(AgentView::default()))
-        .set("d", running(1))
-        .set("e", pending(1));
-    let plan = g.step();
-    // b may start (it has); c and e wait for b; d already runs and is left alone.
-    assert_eq!(waiting(&plan.status), [("c", "b"), ("e", "b")]);
-    assert_eq!(g.directive("c").waiting_for.as_deref(), Some("b"));
-    assert_eq!(g.directive("b").waiting_for, None);
-
-    // Under Parallel, nobody waits.
-    let mut g = G::fresh(spec(Strategy::OneForOne, &["a", "b", "c"]));
-    g.set("a", pending(1))
-        .set("b", MemberState::Agent(AgentView::default()));
-    assert_eq!(waiting(&g.step().status), []);
-}
-
-#[test]
-fn sequential_restarts_start_in_member_order() {
-    let mut sequential = spec(Strategy::OneForAll, &["a", "b", "c"]);
-    sequential.start_order = StartOrder::Sequential;
-    let mut g = G::new(sequential);
-    let plan = g.at(100).set("a", crashed(1, Some(110))).step();
-    assert_eq!(waiting(&plan.status), [("b", "a"), ("c", "a")]);
-    // a runs again: b may start; c waits for b.
-    let plan = g.at(120).set("a", running(2)).step();
-    assert_eq!(waiting(&plan.status), [("c", "b")]);
-    let plan = g.at(130).set("b", running(2)).step();
-    assert_eq!(waiting(&plan.status), []);
-    assert_eq!(plan.status.phase, Some(GroupPhase::Restarting), "c not yet");
-    let plan = g.at(140).set("c", running(2)).step();
-    assert_eq!(plan.status.phase, Some(GroupPhase::Running));
-}
-
-#[test]
-fn a_child_groups_members_wait_for_what_the_parent_says() {
-    let mut g = G::fresh(spec(Strategy::OneForOne, &["a", "b"]));
-    g.set("a", MemberState::Agent(AgentView::default()))
-        .set("b", MemberState::Agent(AgentView::default()));
-    // Not yet listed by its parent: nothing starts.
-    g.input.parent = Some(Directive {
-        group: "root".to_string(),
-        ..Directive::default()
-    });
-    assert_eq!(waiting(&g.step().status), [("a", "root"), ("b", "root")]);
-    // Listed, behind the parent's member x.
-    g.input.parent = Some(Directive {
-        waiting_for: Some("x".to_string()),
-        ..listed("root")
-    });
-    assert_eq!(waiting(&g.step().status), [("a", "x"), ("b", "x")]);
-    g.input.parent = Some(listed("root"));
-    assert_eq!(waiting(&g.step().status), []);
-}
-
-// --- Intensity -------------------------------------------------------------------------------
-
-#[test]
-fn max_restarts_zero_gives_up_at_the_first_crash() {
-    let mut zero = spec(Strategy::OneForOne, &["a", "b"]);
-    zero.max_restarts = 0;
-    let mut g = G::new(zero);
-    let plan = g.at(100).set("a", crashed(1, Some(110))).step();
-    let s = &plan.status;
-    let gave_up = s.gave_up.as_ref().expect("gave up");
-    assert_eq!((gave_up.at.0, gave_up.incarnation), (t(100), 1));
-    assert_eq!(gave_up.member.as_deref(), Some("a"));
-    assert_eq!(reasons(&plan), [GroupEventReason::GroupEscalated]);
-    // The crash is taken in (it made the group give up), and is no restart.
-    assert_eq!(order(s, "a"), Some((1, t(110))));
-    assert_eq!(s.restart_count, 0);
-    assert_eq!(s.restart_history, []);
-}
-
-#[test]
-fn max_restarts_within_the_window_are_allowed_and_one_more_gives_up() {
-    let mut two = spec(Strategy::OneForOne, &["a", "b"]);
-    two.max_restarts = 2;
-    let mut g = G::new(two);
-    let plan = g.at(10).set("a", crashed(1, None)).step();
-    assert!(plan.events[0].note.ends_with("(1 of 2 restarts within 5m)"));
-    g.at(15).set("a", running(2)).step();
-    let plan = g.at(20).set("a", crashed(2, None)).step();
-    assert!(plan.events[0].note.ends_with("(2 of 2 restarts within 5m)"));
-    assert_eq!(plan.status.gave_up, None);
-    g.at(25).set("a", running(3)).step();
-    let plan = g.at(30).set("b", crashed(1, None)).step();
-    assert_eq!(reasons(&plan), [GroupEventReason::GroupEscalated]);
-    assert_eq!(
-        plan.events[0].note,
-        "b crashed (Error) with 2 restarts within 5m already (maxRestarts 2): giving up, \
-         stopping every member; annotate the group with \
-         supervisor.dev/reset-requested-at=<new value> to resume"
-    );
-    assert_eq!(plan.status.restart_count, 2);
-}
-
-#[test]
-fn restarts_outside_the_window_are_forgotten() {
-    let mut one = spec(Strategy::OneForOne, &["a"]);
-    one.max_restarts = 1;
-    one.window = agent_supervisor::api::Duration::from_secs(60);
-    let mut g = G::new(one);
-    g.at(100).set("a", crashed(1, None)).step();
-    g.set("a", running(2)).step();
-    // Exactly one window later, the first restart is out of it.
-    let plan = g.at(160).set("a", crashed(2, None)).step();
-    assert_eq!(plan.status.gave_up, None);
-    assert_eq!(plan.status.recent_restarts, [Time(t(160))]);
-    g.set("a", running(3)).step();
-    // 59s later, it is still in: one more is too many.
-    let plan = g.at(219).set("a", crashed(3, None)).step();
-    assert!(plan.status.gave_up.is_some());
-}
-
-#[test]
-fn disruptions_restart_by_the_strategy_and_count_toward_nothing() {
-    let mut zero = spec(Strategy::OneForAll, &["a", "b"]);
-    zero.max_restarts = 0;
-    let mut g = G::new(zero);
-    let plan = g.at(100).set("a", evicted(1)).step();
-    let s = &plan.status;
-    assert_eq!(s.gave_up, None);
-    assert_eq!(s.recent_restarts, []);
-    assert_eq!(ordered(s), ["a", "b"]);
-    assert_eq!(order(s, "a"), Some((1, t(100))));
-    assert_eq!(s.restart_count, 1);
-    assert_eq!(s.restart_history[0].trigger, GroupTrigger::Disruption);
-    assert_eq!(s.restart_history[0].reason.as_deref(), Some("Evicted"));
-    assert_eq!(cond(s, ESCALATED), is("False", "WithinIntensity"));
-}
-
-// --- Giving up -------------------------------------------------------------------------------
-
-#[test]
-fn a_group_that_gives_up_stops_every_member_and_says_so() {
-    let mut zero = spec(Strategy::OneForAll, &["a", "b", "c"]);
-    zero.max_restarts = 0;
-    let mut g = G::new(zero);
-    let plan = g.at(100).set("b", crashed(1, Some(110))).step();
-    let s = &plan.status;
-    assert_eq!(stops(s), [Some(StopReason::GaveUp); 3]);
-    for m in &s.members {
-        let stop = m.stop.as_ref().unwrap();
-        assert_eq!(stop.message.as_deref(), Some("group team gave up"));
-        assert_eq!(stop.kind, None);
-    }
-    assert_eq!(s.phase, Some(GroupPhase::Escalated));
-    assert_eq!(cond(s, ESCALATED), is("True", "GaveUp"));
-    assert_eq!(
-        condition(s, ESCALATED).message,
-        "more than 0 restarts within 5m (b crashed last)"
-    );
-    assert_eq!(cond(s, READY).0, "False");
-    assert_eq!(reasons(&plan), [GroupEventReason::GroupEscalated]);
-    assert!(plan.events[0].warning);
-    assert!(plan.events[0].note.ends_with(
-        "annotate the group with supervisor.dev/reset-requested-at=<new value> to resume"
-    ));
-    // Only b's crash is taken in; nobody is restarted.
-    assert_eq!(ordered(s), ["b"]);
-    let d = g.directive("a");
-    assert_eq!(d.stop.map(|s| s.reason), Some(StopReason::GaveUp));
-
-    // It stays given up, silently. A crash that had not reached it yet is taken in, alone: no
-    // restart, nothing counted.
-    let plan = g.at(200).set("a", crashed(1, None)).step();
-    assert_eq!(plan.events, []);
-    assert_eq!(ordered(&plan.status), ["a", "b"]);
-    assert_eq!(order(&plan.status, "a"), Some((1, t(200))));
-    assert_eq!(
-        (plan.status.restart_count, plan.status.restart_history.len()),
-        (0, 0)
-    );
-    assert_eq!(stops(&plan.status), [Some(StopReason::GaveUp); 3]);
-    assert_eq!(plan.status.phase, Some(GroupPhase::Escalated));
-}
-
-#[test]
-fn crashes_pending_when_the_group_gives_up_are_not_counted_after_a_reset() {
-    let mut one = spec(Strategy::OneForAll, &["a", "b"]);
-    one.max_restarts = 1;
-    let mut g = G::new(one);
-    g.at(100).set("a", crashed(1, None)).step();
-    g.at(110).set("a", running(2)).set("b", running(2)).step();
-    // a and b crash together: a's crash is one too many; b's is taken in with the give-up.
-    let plan = g
-        .at(200)
-        .set("a", crashed(2, None))
-        .set("b", crashed(2, Some(230)))
-        .step();
-    assert!(plan.status.gave_up.is_some());
-    assert_eq!(order(&plan.status, "a"), Some((2, t(200))));
-    assert_eq!(order(&plan.status, "b"), Some((2, t(230))));
-    // Both are stopped; the group is reset, and both resume on their orders: a has started
-    // again, b (its crash still on record) is about to.
-    g.at(250).set("a", stopped(2)).set("b", stopped(2));
-    g.input.group.reset_requested = Some("r1".to_string());
-    g.step();
-    let plan = g
-        .at(251)
-        .set("a", pending(3))
-        .set("b", crashed(2, None))
-        .step();
-    assert_eq!(plan.events, [], "b's old crash restarts nobody");
-    assert_eq!(plan.status.recent_restarts, [], "and counts toward nothing");
-    assert_eq!(
-        order(&plan.status, "a"),
-        Some((2, t(200))),
-        "a is not restarted again"
-    );
-}
-
-#[test]
-fn a_child_group_that_gives_up_says_it_escalates() {
-    let mut zero = spec(Strategy::OneForOne, &["a"]);
-    zero.max_restarts = 0;
-    let mut g = G::new(zero);
-    g.input.parent = Some(listed("root"));
-    let plan = g.at(100).set("a", crashed(1, None)).step();
-    assert_eq!(reasons(&plan), [GroupEventReason::GroupEscalated]);
-    assert!(
-        plan.events[0].note.ends_with("escalating to group root"),
-        "{}",
-        plan.events[0].note
-    );
-    assert_eq!(plan.status.gave_up.as_ref().unwrap().incarnation, 1);
-}
-
-// --- A parent and its child groups ----------------------------------------------------------
-
-#[test]
-fn a_parent_restarts_a_child_group_that_gave_up() {
-    let mut g = G::new(spec(Strategy::OneForAll, &["a", "+kids"]));
-    let plan = g
-        .at(100)
-        .set("kids", child(1, GroupPhase::Escalated, Some(1)))
-        .step();
-    let s = &plan.status;
-    assert_eq!(order(s, "kids"), Some((1, t(100))));
-    assert_eq!(order(s, "a"), Some((1, t(100))));
-    let record = &s.restart_history[0];
-    assert_eq!(record.member.as_deref(), Some("kids"));
-    assert_eq!(record.reason.as_deref(), Some("GroupGaveUp"));
-    assert_eq!(record.trigger, GroupTrigger::Escalation);
-    assert_eq!(s.recent_restarts.len(), 1, "counted");
-    assert!(
-        plan.events[0]
-            .note
-            .starts_with("AgentGroup kids crashed (GroupGaveUp)")
-    );
-
-    // Restarted: a new incarnation, no crash; an old incarnation's give-up is no crash either.
-    for state in [
-        child(2, GroupPhase::Restarting, None),
-        child(2, GroupPhase::Running, Some(1)),
-    ] {
-        let plan = g.at(110).set("kids", state).step();
-        assert_eq!(plan.events, []);
-        assert_eq!(plan.status.restart_count, 1);
-    }
-}
-
-#[test]
-fn a_restart_order_from_the_parent_starts_a_new_incarnation() {
-    let mut g = given_up();
-    g.input.parent = Some(listed("root"));
-    g.at(150)
-        .set("a", stopped(1))
-        .set("b", stopped(1))
-        .set("c", stopped(2));
-    let before = g.status().restart_count;
-    assert!(!g.status().recent_restarts.is_empty() || g.status().gave_up.is_some());
-    g.input.parent = Some(Directive {
-        restart: Some((1, t(200))),
-        ..listed("root")
-    });
-    let plan = g.step();
-    let s = &plan.status;
-    assert_eq!(s.incarnation, 2);
-    assert_eq!(s.gave_up, None);
-    assert_eq!(s.recent_restarts, []);
-    assert_eq!(stops(s), [None, None, None]);
-    assert_eq!(order(s, "a"), Some((1, t(200))));
-    assert_eq!(order(s, "b"), Some((1, t(200))));
-    assert_eq!(order(s, "c"), Some((2, t(200))));
-    assert_eq!(s.restart_count, before + 1);
-    assert_eq!(
-        s.restart_history[0],
-        GroupRestartRecord {
-            at: Time(t(150)),
-            member: None,
-            reason: Some("restarted by group root".to_string()),
-            restarted: vec!["a".to_string(), "b".to_string(), "c".to_string()],
-            trigger: GroupTrigger::Group,
-        }
-    );
-    assert_eq!(reasons(&plan), [GroupEventReason::GroupRestart]);
-    assert_eq!(
-        plan.events[0].note,
-        "Restarted by group root: restarting a, b, c at 2025-06-01T12:03:20Z"
-    );
-    assert_eq!(cond(s, ESCALATED), is("False", "WithinIntensity"));
-    assert_eq!(s.phase, Some(GroupPhase::Restarting));
-
-    // The order named incarnation 1: carried out once.
-    let again = g.at(160).step();
-    assert_eq!(again.events, []);
-    assert_eq!(again.status.incarnation, 2);
-}
-
-#[test]
-fn a_parent_that_gave_up_stops_its_child_groups_members() {
-    let mut g = G::new(spec(Strategy::OneForAll, &["a", "b"]));
-    g.input.parent = Some(Directive {
-        stop: Some(agent_supervisor::api::StopOrder {
-            reason: StopReason::GaveUp,
-            kind: None,
-            message: Some("group root gave up".to_string()),
-        }),
-        ..listed("root")
-    });
-    let plan = g.at(100).set("a", crashed(1, None)).step();
-    let s = &plan.status;
-    assert_eq!(stops(s), [Some(StopReason::GaveUp); 2]);
-    assert_eq!(
-        entry(s, "a").stop.as_ref().unwrap().message.as_deref(),
-        Some("group root gave up")
-    );
-    assert_eq!(s.phase, Some(GroupPhase::Escalated));
-    assert_eq!(cond(s, ESCALATED), is("True", "ParentGaveUp"));
-    assert_eq!(s.gave_up, None, "it did not give up itself");
-    // a's crash is taken in, not acted on: nothing restarts, nothing is counted.
-    assert_eq!(ordered(s), ["a"]);
-    assert_eq!((s.restart_count, s.recent_restarts.len()), (0, 0));
-    assert_eq!(plan.events, []);
-}
-
-#[test]
-fn a_child_whose_give_up_made_its_parent_give_up_stays_stopped() {
-    // The parent took the child's crash in (a restart order for its incarnation) and gave up
-    // (a stop order): the stop wins, as it does for an Agent.
-    let mut g = given_up();
-    g.input.parent = Some(Directive {
-        restart: Some((1, t(100))),
-        stop: Some(agent_supervisor::api::StopOrder {
-            reason: StopReason::GaveUp,
-            kind: None,
-            message: Some("group root gave up".to_string()),
-        }),
-        ..listed("root")
-    });
-    let plan = g.at(101).step();
-    let s = &plan.status;
-    assert_eq!(plan.events, [], "no restart is announced");
-    assert_eq!(s.incarnation, 1);
-    assert!(s.gave_up.is_some());
-    assert_eq!(s.restart_count, 0);
-    assert_eq!(stops(s), [Some(StopReason::GaveUp); 3]);
-    assert_eq!(s.phase, Some(GroupPhase::Escalated));
-
-    // The parent is reset: the child resumes, restarted by its parent's order.
-    g.input.parent = Some(Directive {
-        restart: Some((1, t(100))),
-        reset: Some("root-uid/1".to_string()),
-        ..listed("root")
-    });
-    let plan = g.at(200).step();
-    let s = &plan.status;
-    assert_eq!(s.incarnation, 2);
-    assert_eq!(s.gave_up, None);
-    assert_eq!(stops(s), [None, None, None]);
-    assert_eq!(s.restart_history[0].trigger, GroupTrigger::Group);
-    assert_eq!(
-        reasons(&plan),
-        [GroupEventReason::Reset, GroupEventReason::GroupRestart]
-    );
-}
-
 #[test]
 fn a_member_its_own_policy_gave_up_on_is_left_out_and_holds_back_no_one() {
     let mut sequential = spec(Strategy::OneForAll, &["a", "b", "c"]);
@@ -611,35 +228,4 @@ fn a_member_its_own_policy_gave_up_on_is_left_out_and_holds_back_no_one() {
     assert_eq!(ordered(&plan.status), ["b", "c"]);
     assert_eq!(waiting(&plan.status), [("c", "b")]);
     assert_eq!(plan.status.restart_history[0].restarted, ["b", "c"]);
-}
-
-#[test]
-fn membership_events_wait_until_a_new_group_has_settled() {
-    let mut g = G::fresh(spec(Strategy::OneForOne, &["a", "b"]));
-    g.input.group.created = t(0);
-    g.set("b", MemberState::NotFound);
-    // Applied together with its members, a group sees them appear one by one: the condition
-    // says b is missing, but no Warning is recorded in its first seconds.
-    let plan = g.at(3).step();
-    assert_eq!(
-        cond(
-            &plan.status,
-            agent_supervisor::supervise::group::MEMBERS_RESOLVED
-        ),
-        is("False", "NotFound")
-    );
-    assert_eq!(reasons(&plan), []);
-    let plan = g.at(5).set("b", running(1)).step();
-    assert_eq!(
-        cond(
-            &plan.status,
-            agent_supervisor::supervise::group::MEMBERS_RESOLVED
-        ),
-        is("True", "AllMembersFound")
-    );
-    assert_eq!(reasons(&plan), []);
-    // Later, a member that goes missing is reported.
-    let plan = g.at(60).set("b", MemberState::NotFound).step();
-    assert_eq!(reasons(&plan), [GroupEventReason::MembersResolved]);
-    assert!(plan.events[0].warning);
 }

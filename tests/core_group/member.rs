@@ -1,18 +1,20 @@
 //! An Agent that belongs to a group: `decide` with `Input.group` set, obeying the orders in its
 //! entry of the group's status. `Sim` carries each plan out as the operator would and lets the
-//! test play the kubelet and write the group's orders.
+//! test play the kubelet and write the group's orders. Here: starting, and its own crash; in
+//! `member/`: restarted with a sibling (`siblings.rs`), stopped and shut down by the group
+//! (`stopped.rs`).
 
 use agent_supervisor::api::{
     AgentStatus, Backoff, BackoffType, Duration, GroupMembership, Phase, RestartPolicySpec,
-    RestartRecord, Shutdown, ShutdownType, StopOrder, StopReason, Time, Trigger,
+    ShutdownType, StopOrder, StopReason, Time, Trigger,
 };
+use agent_supervisor::supervise::Plan;
 use agent_supervisor::supervise::conditions::{self, READY};
 use agent_supervisor::supervise::group::Directive;
 use agent_supervisor::supervise::input::{ContainerFacts, ContainerPhase, PodPhase, Termination};
 use agent_supervisor::supervise::{
     AgentFacts, EventReason, Input, PodFacts, PolicyResolution, decide,
 };
-use agent_supervisor::supervise::{Plan, pod_name};
 
 use super::build::{listed, t};
 
@@ -273,255 +275,7 @@ fn an_order_due_before_the_members_own_time_waits_for_its_own_time() {
     assert_eq!(sim.at(110).step().create_pod.map(|p| p.attempt), Some(2));
 }
 
-// --- Restarted with a sibling ----------------------------------------------------------------
-
-#[test]
-fn a_running_sibling_is_stopped_and_restarted_without_counting_it() {
-    let mut sim = Sim::running();
-    // One crash of its own first, so there are counts to keep.
-    sim.crashes(100);
-    sim.group().restart = Some((1, t(110)));
-    sim.at(110).step();
-    sim.runs(115).at(120).step();
-    let before = sim.status().clone();
-    assert_eq!(before.consecutive_failures, 1);
-    assert_eq!(before.recent_restarts.len(), 1);
-
-    // A sibling crashed: the group restarts attempt 2 at t(200).
-    sim.group().restart = Some((2, t(200)));
-    let plan = sim.at(150).step();
-    assert_eq!(plan.delete_pod, Some(pod_name(AGENT, 2)));
-    assert_eq!(plan.create_pod, None);
-    let s = &plan.status;
-    assert_eq!(
-        s.restart_history[0],
-        RestartRecord {
-            attempt: 2,
-            trigger: Trigger::Group,
-            failed_at: None,
-            reason: None,
-            class: None,
-            exit_code: None,
-            signal: None,
-            message: None,
-            ran_for: None,
-            fingerprint: None,
-            backoff: Some(Duration::from_secs(50)),
-            restarted_at: None,
-        }
-    );
-    assert_eq!(s.phase, Some(Phase::BackingOff));
-    assert_eq!(s.next_restart_at, Some(Time(t(200))));
-    assert_eq!(plan.requeue_at, Some(t(200)));
-    assert_eq!(reasons(&plan), [EventReason::RestartScheduled]);
-    assert_eq!(
-        plan.events[0].note,
-        "Group team restarts it: stopping pod researcher-2; starting again at \
-         2025-06-01T12:03:20Z"
-    );
-    assert_eq!(s.consecutive_failures, before.consecutive_failures);
-    assert_eq!(s.recent_restarts, before.recent_restarts);
-    assert_eq!(s.circuit_breaker, before.circuit_breaker);
-
-    // Its pod is going; nothing more until t(200).
-    let plan = sim.at(160).step();
-    assert_eq!((plan.create_pod, plan.delete_pod), (None, None));
-    let plan = sim.at(200).step();
-    assert_eq!(plan.create_pod.map(|p| p.attempt), Some(3));
-    let s = &plan.status;
-    assert_eq!(s.restart_history[0].restarted_at, Some(Time(t(200))));
-    assert_eq!(s.restart_count, before.restart_count + 1);
-    assert_eq!(s.consecutive_failures, before.consecutive_failures);
-    assert_eq!(
-        s.recent_restarts, before.recent_restarts,
-        "not toward its limit"
-    );
-
-    // The order names attempt 2, now past: attempt 3 runs on.
-    let plan = sim.runs(205).at(210).step();
-    assert_eq!(plan.delete_pod, None);
-    assert_eq!(plan.status.phase, Some(Phase::Running));
-    assert_eq!(plan.status.restart_history.len(), 2);
-}
-
-#[test]
-fn a_stale_order_is_ignored() {
-    let mut sim = Sim::running();
-    sim.group().restart = Some((0, t(50)));
-    let plan = sim.at(60).step();
-    assert_eq!((plan.delete_pod, plan.create_pod), (None, None));
-    assert_eq!(plan.status.phase, Some(Phase::Running));
-    assert_eq!(plan.status.restart_history, []);
-}
-
-#[test]
-fn a_sibling_restarted_under_sequential_waits_for_the_member_before_it() {
-    let mut sim = Sim::running();
-    *sim.group() = Directive {
-        restart: Some((1, t(100))),
-        waiting_for: Some("planner".to_string()),
-        ..listed("team")
-    };
-    let plan = sim.at(100).step();
-    assert_eq!(plan.delete_pod, Some(pod_name(AGENT, 1)), "stopped at once");
-    let plan = sim.at(101).step();
-    assert_eq!(plan.create_pod, None);
-    assert_eq!(ready(&plan.status).1, "WaitingForGroup");
-    sim.group().waiting_for = None;
-    assert_eq!(sim.at(130).step().create_pod.map(|p| p.attempt), Some(2));
-}
-
-#[test]
-fn a_member_its_own_policy_gave_up_on_is_restarted_by_its_group() {
-    let never = RestartPolicySpec {
-        backoff: Backoff {
-            kind: BackoffType::Never,
-            ..fast().backoff
-        },
-        ..fast()
-    };
-    let mut sim = Sim::with(never, listed("team"));
-    sim.step();
-    sim.runs(5).at(10).step();
-    assert_eq!(sim.crashes(100).status.phase, Some(Phase::Stopped));
-    sim.group().restart = Some((1, t(150)));
-    let plan = sim.at(150).step();
-    assert_eq!(plan.create_pod.map(|p| p.attempt), Some(2));
-    assert_eq!(plan.status.restart_history[0].trigger, Trigger::Group);
-}
-
-// --- Stopped and shut down by the group ------------------------------------------------------
-
-#[test]
-fn a_group_that_gave_up_stops_its_member() {
-    let mut sim = Sim::running();
-    sim.group().stop = stop(StopReason::GaveUp, None, "group team gave up");
-    let plan = sim.at(100).step();
-    assert_eq!(plan.delete_pod, Some(pod_name(AGENT, 1)));
-    assert_eq!(plan.status.phase, Some(Phase::Stopped));
-    let (status, reason, message) = ready(&plan.status);
-    assert_eq!(
-        (status.as_str(), reason.as_str(), message.as_str()),
-        ("False", "GroupGaveUp", "group team gave up")
-    );
-    assert_eq!(reasons(&plan), [EventReason::GroupGaveUp]);
-    assert!(plan.events[0].warning());
-    assert_eq!(
-        plan.events[0].note,
-        "group team gave up: stopping pod researcher-1"
-    );
-    // Said once; nothing starts, not even when a restart order for its attempt is due.
-    sim.group().restart = Some((1, t(100)));
-    let plan = sim.at(200).step();
-    assert_eq!(plan.events, []);
-    assert_eq!((plan.create_pod, plan.delete_pod), (None, None));
-    assert_eq!(plan.status.phase, Some(Phase::Stopped));
-}
-
-#[test]
-fn a_crashed_member_whose_group_gave_up_stops_and_resumes_once_reset() {
-    let mut sim = Sim::running();
-    sim.crashes(100);
-    // Its crash made the group give up: taken in (an order), and a stop.
-    *sim.group() = Directive {
-        restart: Some((1, t(110))),
-        stop: stop(StopReason::GaveUp, None, "group team gave up"),
-        ..listed("team")
-    };
-    let plan = sim.at(101).step();
-    assert_eq!(plan.status.phase, Some(Phase::Stopped));
-    assert_eq!(plan.events[0].note, "group team gave up: no pod is started");
-    assert_eq!(sim.at(300).step().create_pod, None);
-
-    // The group is reset: the reset is applied once, and it restarts.
-    *sim.group() = Directive {
-        restart: Some((1, t(110))),
-        reset: Some("uid-team/r1".to_string()),
-        ..listed("team")
-    };
-    let plan = sim.at(400).step();
-    assert_eq!(reasons(&plan)[0], EventReason::Reset);
-    assert_eq!(plan.create_pod.map(|p| p.attempt), Some(2));
-    let s = &plan.status;
-    assert_eq!(s.consecutive_failures, 0);
-    assert_eq!(
-        s.group.as_ref().and_then(|g| g.handled_reset.as_deref()),
-        Some("uid-team/r1")
-    );
-    let plan = sim.runs(405).at(410).step();
-    assert!(!reasons(&plan).contains(&EventReason::Reset), "once");
-}
-
-#[test]
-fn a_group_that_shut_down_stops_its_member_then_records_its_shutdown() {
-    let mut sim = Sim::running();
-    let why = "group team shut down: significant member planner shut down";
-    sim.group().stop = stop(StopReason::Shutdown, Some(ShutdownType::Economic), why);
-    // First the pod is stopped gracefully...
-    let plan = sim.at(100).step();
-    assert_eq!(plan.delete_pod, Some(pod_name(AGENT, 1)));
-    assert_eq!(plan.record_shutdown, None);
-    assert_eq!(plan.status.phase, Some(Phase::Stopped));
-    assert_eq!(ready(&plan.status).1, "GroupShutdown");
-    assert_eq!(reasons(&plan), [EventReason::GroupShutdown]);
-    // ...then, the pod gone, the shutdown is recorded, with source Group.
-    let plan = sim.at(110).step();
-    let expected = Shutdown {
-        kind: ShutdownType::Economic,
-        reason: Some(why.to_string()),
-        message: None,
-        at: Some(Time(t(110))),
-        source: Some("Group".to_string()),
-    };
-    assert_eq!(plan.record_shutdown.as_ref(), Some(&expected));
-    assert_eq!(plan.status.shutdown.as_ref(), Some(&expected));
-    assert_eq!(plan.status.phase, Some(Phase::Shutdown));
-    assert_eq!(reasons(&plan), [EventReason::GroupShutdown]);
-    assert_eq!(plan.delete_pod, None);
-    // Left alone from then on.
-    let plan = sim.at(500).step();
-    assert_eq!(plan.events, []);
-    assert_eq!((plan.create_pod, plan.delete_pod), (None, None));
-    assert_eq!(plan.record_shutdown, None);
-}
-
-#[test]
-fn a_member_stopped_before_it_ever_started_starts_when_its_group_restarts_it() {
-    // Held (Sequential) when its group gave up: stopped in attempt 0.
-    let mut sim = Sim::new(Directive {
-        waiting_for: Some("planner".to_string()),
-        ..listed("team")
-    });
-    sim.step();
-    *sim.group() = Directive {
-        stop: stop(StopReason::GaveUp, None, "group team gave up"),
-        ..listed("team")
-    };
-    let plan = sim.at(10).step();
-    assert_eq!(
-        (plan.status.phase, plan.status.attempt),
-        (Some(Phase::Stopped), 0)
-    );
-    // Its group's parent restarts the group: every member is ordered to end its current
-    // attempt, here attempt 0, and start the next at t(50).
-    *sim.group() = Directive {
-        restart: Some((0, t(50))),
-        ..listed("team")
-    };
-    let plan = sim.at(20).step();
-    assert_eq!(plan.create_pod, None, "not before the order is due");
-    assert_eq!(plan.requeue_at, Some(t(50)));
-    assert_eq!(plan.status.phase, Some(Phase::Pending));
-    assert_eq!(
-        ready(&plan.status),
-        (
-            "False".to_string(),
-            "WaitingForGroup".to_string(),
-            "group team restarts it at 2025-06-01T12:00:50Z".to_string()
-        )
-    );
-    let plan = sim.at(50).step();
-    assert_eq!(plan.create_pod.map(|p| p.attempt), Some(1));
-    assert_eq!(plan.status.restart_history, [], "a first start");
-    assert_eq!(plan.status.restart_count, 0);
-}
+#[path = "member/siblings.rs"]
+mod siblings;
+#[path = "member/stopped.rs"]
+mod stopped;
