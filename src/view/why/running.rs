@@ -1,0 +1,137 @@
+//! Agents not yet acted on, starting, or running.
+
+use super::{Context, Why, backoff_phrase, trim_period};
+use crate::api::{BreakerState, Time};
+use crate::view::text::duration;
+
+/// No status yet: the operator has not acted on it.
+pub(super) fn unknown(c: &Context, why: &mut Why) {
+    let Context {
+        name,
+        namespace,
+        facts,
+        ..
+    } = c;
+    let at = |t: &Time| c.at(t);
+    why.phase = "Unknown".into();
+    let age = facts
+        .agent
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| format!(" (created {})", at(t)))
+        .unwrap_or_default();
+    why.happened =
+        format!("Agent {name} has no status yet{age}: the operator has not acted on it.");
+    why.next = "The operator starts its first pod as soon as it sees it.".into();
+    why.action = format!(
+        "If this lasts more than a few seconds, check that the agent-supervisor operator is running and watches namespace {namespace} (its logs say which namespaces it watches)."
+    );
+}
+
+/// Its pod is not running yet.
+pub(super) fn pending(c: &Context, why: &mut Why) {
+    let Context {
+        name,
+        namespace,
+        status,
+        policy,
+        policy_name,
+        ready_reason,
+        ready_message,
+        ready_since,
+        pod,
+        ..
+    } = c;
+    let at = |t: &Time| c.at(t);
+    let since = status
+        .restart_history
+        .first()
+        .and_then(|r| r.restarted_at.as_ref())
+        .or(ready_since.as_ref())
+        .map(|t| format!(", created {}", at(t)))
+        .unwrap_or_default();
+    let waiting = if ready_reason == "WaitingForGroup" {
+        format!(" Its group holds it: {}.", trim_period(ready_message))
+    } else {
+        String::new()
+    };
+    // After a failure a replacement is recorded Running only once it has stayed up.
+    let settling = if status.consecutive_failures > 0 {
+        format!(
+            " After a failure, a replacement counts as running once it has stayed up {}.",
+            duration(crate::supervise::SETTLE.into())
+        )
+    } else {
+        String::new()
+    };
+    why.happened = format!(
+        "Agent {name}'s pod {pod} (attempt {}{since}) is not running yet.{settling}{waiting}",
+        status.attempt
+    );
+    why.next = format!(
+        "If it is not running within {} (the startupTimeout of {policy_name}), the operator records a StartupTimeout failure and restarts it.",
+        duration(policy.startup_timeout)
+    );
+    why.action = "To see why the pod is not running:".into();
+    why.command = Some(format!("kubectl describe pod {pod} -n {namespace}"));
+}
+
+/// Running.
+pub(super) fn running(c: &Context, why: &mut Why) {
+    let Context {
+        name,
+        status,
+        policy,
+        ready_reason,
+        last_failure,
+        pod,
+        ..
+    } = c;
+    let cmd = |verb: &str| c.cmd(verb);
+    let breaker = status.circuit_breaker.clone().unwrap_or_default();
+    let readiness = match ready_reason.as_str() {
+        "PodReady" => "",
+        "PodNotReady" => " but not ready",
+        _ => "",
+    };
+    let restarts = match status.restart_count {
+        0 => " It has never been restarted.".to_string(),
+        n => {
+            let times = if n == 1 {
+                "once".to_string()
+            } else {
+                format!("{n} times")
+            };
+            if last_failure.is_empty() {
+                format!(" It has been restarted {times}.")
+            } else {
+                format!(" It has been restarted {times}; the last failure was {last_failure}.")
+            }
+        }
+    };
+    why.happened = format!(
+        "Agent {name} is running{readiness}: pod {pod}, attempt {}.{restarts}",
+        status.attempt
+    );
+    why.next = if breaker.state == BreakerState::HalfOpen {
+        format!(
+            "This run is its circuit breaker's probe: if it keeps running for {}, the breaker closes; if it fails, the breaker opens again for longer.",
+            duration(policy.reset_after)
+        )
+    } else if status.consecutive_failures > 0 {
+        format!(
+            "It failed {} times in a row before this run; the count goes back to zero once it has run for {} without failing. If it fails, the operator restarts it{}.",
+            status.consecutive_failures,
+            duration(policy.reset_after),
+            backoff_phrase(policy)
+        )
+    } else {
+        format!(
+            "Nothing is scheduled: if it fails, the operator restarts it{}.",
+            backoff_phrase(policy)
+        )
+    };
+    why.action = "Nothing needs doing. To restart it anyway:".into();
+    why.command = Some(cmd("restart"));
+}
