@@ -1,0 +1,319 @@
+//! One scope's controllers (a namespace, or the whole cluster): its watches, the routing of
+//! their changes, and the Agent, RestartPolicy and AgentGroup controllers fed by them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::channel::mpsc;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource, ResourceExt};
+
+use super::gone::GonePods;
+use super::groups::{self, GroupIndex, GroupObject};
+use super::slim::{self, CachedPod};
+use super::watch::{Change, Watches};
+use super::{
+    AgentObject, Config, Context, Error, FIELD_MANAGER, PolicyObject, budget, error, events,
+    finished, fresh, log_outcome, named, policies, reconcile, routes, uses_policy,
+};
+use crate::api::AGENT_LABEL;
+
+fn api<K>(client: &Client, scope: &Option<String>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match scope {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// A stream of the changes `on_change` forwards, and the sender it forwards them with.
+fn channel<T>() -> (
+    mpsc::UnboundedSender<T>,
+    impl futures::Stream<Item = Result<T, watcher::Error>> + Send + 'static,
+)
+where
+    T: Send + 'static,
+{
+    let (tx, rx) = mpsc::unbounded();
+    (tx, rx.map(Ok))
+}
+
+pub(super) async fn run_scope(
+    client: Client,
+    scope: Option<String>,
+    config: &Config,
+    budget: Arc<budget::Budget>,
+    events: events::Sender,
+    shutdown: impl Future<Output = ()> + Clone + Send + Sync + 'static,
+) {
+    let within = scope.as_deref().unwrap_or("all namespaces");
+    let mut watches = Watches::new(config.health.clone(), config.faults);
+    let owned = watcher::Config::default().labels(AGENT_LABEL);
+
+    // Groups: each change reconciles the group, what it names (and named), and the groups that
+    // name it. The index of who names whom is shared with the Agent watch.
+    let index = Arc::new(GroupIndex::default());
+    let (group_tx, group_changes) = channel::<GroupObject>();
+    let (group_trigger_tx, group_triggers) = mpsc::unbounded::<ObjectRef<GroupObject>>();
+    let (agent_trigger_tx, agent_triggers) = mpsc::unbounded::<ObjectRef<AgentObject>>();
+    let groups = watches.spawn(
+        format!("AgentGroups in {within}"),
+        api::<GroupObject>(&client, &scope),
+        watcher::Config::default(),
+        |_| (),
+        {
+            let routes = routes::GroupRoutes::new(index.clone());
+            let group_trigger_tx = group_trigger_tx.clone();
+            let agent_trigger_tx = agent_trigger_tx.clone();
+            move |change| {
+                let (group, triggers) = routes.route(change);
+                for agent in triggers.agents {
+                    let _ = agent_trigger_tx.unbounded_send(agent);
+                }
+                for group in triggers.groups {
+                    let _ = group_trigger_tx.unbounded_send(group);
+                }
+                let _ = group_tx.unbounded_send(group);
+            }
+        },
+    );
+
+    // Agents: each change reconciles the Agent and the groups that name it; a change of which
+    // policy it uses (or its creation or deletion) recounts those policies' users.
+    let (agent_tx, agent_changes) = channel::<AgentObject>();
+    let (recount_tx, recounts) = mpsc::unbounded::<ObjectRef<PolicyObject>>();
+    let named = Arc::new(named::NamedByGroups::default());
+    let mut routes = routes::AgentRoutes::new(index, named.clone());
+    let agents = watches.spawn(
+        format!("Agents in {within}"),
+        api::<AgentObject>(&client, &scope),
+        // Listed as the server has them now, never from a cache behind it: what this process
+        // acts on must hold every write made before it started (see `fresh`).
+        watcher::Config::default().list_semantic(watcher::ListSemantic::MostRecent),
+        |_| (),
+        move |change| {
+            let (agent, triggers) = routes.route(change);
+            for policy in triggers.policies {
+                let _ = recount_tx.unbounded_send(policy);
+            }
+            for group in triggers.groups {
+                let _ = group_trigger_tx.unbounded_send(group);
+            }
+            let _ = agent_tx.unbounded_send(agent);
+        },
+    );
+    // Policies: each change refreshes the policy's status; a change of its spec (or its
+    // creation or deletion) reconciles the Agents using it. Status writes reconcile nothing.
+    let (policy_tx, policy_changes) = channel::<PolicyObject>();
+    let (policy_spec_tx, policy_specs) = channel::<PolicyObject>();
+    let mut routes = routes::PolicyRoutes::default();
+    let policies = watches.spawn(
+        format!("RestartPolicies in {within}"),
+        api::<PolicyObject>(&client, &scope),
+        watcher::Config::default(),
+        |_| (),
+        move |change| {
+            let (policy, its_agents) = routes.route(change);
+            if its_agents {
+                let _ = policy_spec_tx.unbounded_send(policy.clone());
+            }
+            let _ = policy_tx.unbounded_send(policy);
+        },
+    );
+    let (pod_tx, pod_changes) = channel::<CachedPod>();
+    let gone = Arc::new(GonePods::default());
+    let finished = Arc::new(finished::FinishedPods::default());
+    let mut forward_pod = forward(pod_tx);
+    let pods = watches.spawn(
+        format!("Pods in {within}"),
+        api::<CachedPod>(&client, &scope),
+        owned.clone(),
+        slim::pod,
+        {
+            let gone = gone.clone();
+            let finished = finished.clone();
+            move |change| {
+                match &change {
+                    Change::Applied(pod) => finished.saw(pod),
+                    Change::Deleted(pod) => {
+                        finished.gone(pod);
+                        gone.keep(pod.clone());
+                    }
+                }
+                forward_pod(change)
+            }
+        },
+    );
+    let (lease_tx, lease_changes) = channel::<Lease>();
+    let leases = watches.spawn(
+        format!("Leases in {within}"),
+        api::<Lease>(&client, &scope),
+        owned.clone(),
+        |_| (),
+        forward(lease_tx),
+    );
+    let (claim_tx, claim_changes) = channel::<PersistentVolumeClaim>();
+    let claims = watches.spawn(
+        format!("PersistentVolumeClaims in {within}"),
+        api::<PersistentVolumeClaim>(&client, &scope),
+        owned,
+        |_| (),
+        forward(claim_tx),
+    );
+
+    // Workers start once every cache holds a full list: a decision on a half-filled cache would
+    // see a renewed Lease as missing, or the namespace's default policy as absent.
+    let synced = async {
+        let _ = futures::join!(
+            agents.wait_until_ready(),
+            policies.wait_until_ready(),
+            groups.wait_until_ready(),
+            pods.wait_until_ready(),
+            leases.wait_until_ready(),
+            claims.wait_until_ready(),
+        );
+    };
+    tokio::select! {
+        () = synced => tracing::info!(scope = within, "caches synced: starting workers"),
+        () = shutdown.clone() => return,
+    }
+
+    let (pod_store, lease_store) = (pods.clone(), leases.clone());
+    // Restarts its predecessor just made use up the budget as they did; the agents the budget
+    // lets go are reconciled at once.
+    budget.seed(recent_restarts(&pods, config.budget));
+    let (granted_tx, granted) = mpsc::unbounded::<ObjectRef<AgentObject>>();
+    budget.register(scope.clone(), granted_tx);
+    config.metrics.watch_policies(policies.clone());
+    config.status.watch_policies(policies.clone());
+    config.status.watch_groups(groups.clone());
+    let context = Arc::new(Context {
+        client: client.clone(),
+        recorder: Recorder::new(client.clone(), Reporter::from(FIELD_MANAGER)),
+        events: events.clone(),
+        pods,
+        leases,
+        claims,
+        policies: policies.clone(),
+        groups: groups.clone(),
+        metrics: config.metrics.clone(),
+        budget,
+        retries: error::Retries::default(),
+        gone,
+        own_writes: fresh::OwnWrites::default(),
+        finished,
+        named,
+    });
+    config.metrics.watch_agents(agents.clone());
+    config.status.watch_agents(agents.clone());
+    let agent_store = agents.clone();
+    let agent_controller = Controller::for_stream(agent_changes, agents.clone())
+        .owns_stream(pod_changes)
+        .owns_stream(lease_changes)
+        .owns_stream(claim_changes)
+        .watches_stream(policy_specs, move |policy: PolicyObject| {
+            agents_using(&agent_store, &policy)
+        })
+        .reconcile_on(futures::stream::select(agent_triggers, granted))
+        .with_config(controller::Config::default().concurrency(config.concurrency))
+        .graceful_shutdown_on(shutdown.clone())
+        .run(reconcile::reconcile, error_policy, context)
+        .for_each(|result| async move { log_outcome("Agent", result) });
+    let policy_controller = policies::controller(
+        policies::Context::new(
+            client.clone(),
+            events.clone(),
+            policies::Caches {
+                agents: agents.clone(),
+                pods: pod_store,
+                leases: lease_store,
+            },
+            config.metrics.clone(),
+        ),
+        policies,
+        policy_changes,
+        recounts,
+        shutdown.clone(),
+    );
+    let group_controller = groups::controller(
+        groups::Context::new(
+            client.clone(),
+            events,
+            groups,
+            agents,
+            config.metrics.clone(),
+        ),
+        group_changes,
+        group_triggers,
+        config.concurrency,
+        shutdown,
+    );
+    futures::join!(agent_controller, policy_controller, group_controller);
+    drop(watches);
+}
+
+/// How long ago each restart pod in the cache was created, of those recent enough to weigh on
+/// the budget (within the time a full burst takes to refill).
+fn recent_restarts(pods: &Store<CachedPod>, budget: budget::BudgetConfig) -> Vec<Duration> {
+    let window = f64::from(budget.burst) / budget.rate.max(f64::MIN_POSITIVE);
+    let now = jiff::Timestamp::now();
+    pods.state()
+        .iter()
+        .filter(|p| {
+            p.labels()
+                .get(crate::api::ATTEMPT_LABEL)
+                .and_then(|a| a.parse::<u32>().ok())
+                .is_some_and(|a| a > 1)
+        })
+        .filter_map(|p| p.metadata.creation_timestamp.as_ref())
+        // Creation times are whole seconds: each may be up to a second later than it reads.
+        .map(|t| (now - t.0).total(jiff::Unit::Second).unwrap_or(0.0) - 1.0)
+        .map(|age| age.max(0.0))
+        .filter(|age| *age <= window)
+        .map(Duration::from_secs_f64)
+        .collect()
+}
+
+/// Forwards every change to `tx`.
+fn forward<K>(tx: mpsc::UnboundedSender<K>) -> impl FnMut(Change<K>) + Send + 'static
+where
+    K: Send + 'static,
+{
+    move |change| {
+        let (Change::Applied(o) | Change::Deleted(o)) = change;
+        let _ = tx.unbounded_send(o);
+    }
+}
+
+/// The Agents a change of `policy` concerns: those that name it, and, for the namespace's
+/// `default`, those that name none.
+fn agents_using(agents: &Store<AgentObject>, policy: &PolicyObject) -> Vec<ObjectRef<AgentObject>> {
+    let namespace = policy.namespace();
+    let name = policy.name_any();
+    agents
+        .state()
+        .iter()
+        .filter(|a| a.namespace() == namespace)
+        .filter(|a| a.0.as_ref().is_ok_and(|a| uses_policy(a, &name)))
+        .map(|a| ObjectRef::from(a.as_ref()))
+        .collect()
+}
+
+fn error_policy(agent: Arc<AgentObject>, error: &Error, ctx: Arc<Context>) -> Action {
+    error::retry(
+        "Agent",
+        ObjectRef::from(agent.as_ref()),
+        error,
+        &ctx.retries,
+        &ctx.metrics,
+    )
+}
