@@ -131,7 +131,9 @@ async fn wait_probe(ns: &TestNamespace) -> String {
 #[tokio::test]
 async fn twenty_agents_failing_alike_open_one_outage_behind_one_probe() {
     let (ns, _operator) = setup().await;
-    ns.create_policy("llm", outage_policy(5, "6s")).await;
+    // Held long enough for the checks of the hold below (twenty agents' statuses read one by
+    // one) to finish before the probe: on a busy machine 6 s was not.
+    ns.create_policy("llm", outage_policy(5, "15s")).await;
     let names: Vec<String> = (0..20).map(|i| format!("worker-{i}")).collect();
     agents_running(&ns, &names).await;
 
