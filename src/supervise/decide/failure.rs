@@ -1,7 +1,18 @@
 //! A failure's consequences: rules, limits, the breaker, the backoff, or a shutdown.
 
-use super::*;
-use crate::supervise::classify::RetryAfter;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+
+use super::{Decider, ceil_second, excerpt, shutdown_note, span, sub, whole_second};
+use crate::api::{
+    BreakerState, CircuitBreakerStatus, Duration, Failure, FailureClass, FailureReason, Phase,
+    RestartRecord, RuleAction, Shutdown, ShutdownType, Time, Trigger,
+};
+use crate::supervise::classify::{Ending, Liveness, RetryAfter, Verdict, add};
+use crate::supervise::input::PodFacts;
+use crate::supervise::plan::{Event, EventReason};
+use crate::supervise::{backoff, classify, rules};
 
 impl Decider<'_> {
     /// Records how the current attempt ended and decides what follows. `kill`: the pod is still

@@ -2,8 +2,13 @@
 //! decides who else restarts; the agent's own policy still decides what each of its failures is
 //! and when it restarts.
 
-use super::*;
+use super::{Decider, shutdown_note, span};
+use crate::api::{Phase, Shutdown, ShutdownType, Time, Trigger};
 use crate::api::{StopOrder, StopReason};
+use crate::supervise::conditions::READY;
+use crate::supervise::input::PodFacts;
+use crate::supervise::plan::EventReason;
+use crate::supervise::{classify, conditions};
 
 impl<'a> Decider<'a> {
     /// A reset the group ordered (its own reset, or one above it) is applied once.

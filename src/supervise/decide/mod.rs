@@ -14,20 +14,15 @@ mod outage;
 mod set_conditions;
 mod start;
 
-use std::sync::Arc;
-
 use jiff::{SignedDuration, Timestamp};
 
-use super::backoff;
 use super::classify::{self, Ending, Liveness, Verdict, add};
-use super::conditions::{self, CIRCUIT_BREAKER_OPEN, Desired, POLICY_RESOLVED, READY};
-use super::input::{Input, PodFacts, PodOrigin, PolicyResolution};
-use super::plan::{Event, EventReason, NewPod, Plan, pod_name};
-use super::rules;
+use super::conditions::{self, Desired, POLICY_RESOLVED};
+use super::input::{Input, PodFacts, PolicyResolution};
+use super::plan::{Event, EventReason, Plan};
 use crate::api::{
-    AgentStatus, BreakerState, CircuitBreakerStatus, Duration, Failure, FailureClass,
-    FailureReason, Phase, RestartPolicySpec, RestartRecord, RuleAction, Shutdown, ShutdownType,
-    Time, Trigger,
+    AgentStatus, BreakerState, CircuitBreakerStatus, Duration, FailureReason, Phase,
+    RestartPolicySpec, Shutdown, ShutdownType, Time, Trigger,
 };
 
 /// Decides what to do next. The same input always gives the same plan.

@@ -3,8 +3,12 @@
 //! when the outage does, or when the policy picks this agent as its probe. A held restart
 //! counts toward no limit and not toward the breaker.
 
-use super::*;
+use super::{Decider, span};
+use crate::api::{FailureClass, Phase, RestartRecord, Time, Trigger};
 use crate::api::{Outage, OutageState};
+use crate::supervise::classify::Ending;
+use crate::supervise::input::PolicyResolution;
+use crate::supervise::plan::EventReason;
 
 impl<'a> Decider<'a> {
     /// The open outage of this agent's policy for `fingerprint`.

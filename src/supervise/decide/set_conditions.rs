@@ -1,7 +1,12 @@
 //! The decision's last step: the Ready, breaker and other conditions set from the decided
 //! state, and the plan.
 
-use super::*;
+use super::{Decider, shutdown_note};
+use crate::api::{BreakerState, Phase};
+use crate::supervise::conditions;
+use crate::supervise::conditions::{CIRCUIT_BREAKER_OPEN, Desired, READY};
+use crate::supervise::input::PolicyResolution;
+use crate::supervise::plan::Plan;
 
 impl Decider<'_> {
     pub(super) fn finish(mut self) -> Plan {

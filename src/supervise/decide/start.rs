@@ -1,6 +1,14 @@
 //! Starting pods: first starts, restarts, the breaker's probe, and the restart history.
 
-use super::*;
+use jiff::Timestamp;
+
+use super::{Decider, excerpt, span, whole_second};
+use crate::api::{
+    BreakerState, CircuitBreakerStatus, FailureClass, Phase, RestartRecord, Time, Trigger,
+};
+use crate::supervise::classify::add;
+use crate::supervise::input::{PodFacts, PodOrigin};
+use crate::supervise::plan::{EventReason, NewPod, pod_name};
 
 impl Decider<'_> {
     /// The breaker's single probe: HalfOpen, and one restart.
