@@ -2,16 +2,20 @@
 //! SPEC.md defines them. Field names here are the API.
 
 mod agent;
+mod agent_status;
 pub mod duration;
 mod group;
+mod group_status;
 pub mod outage;
 mod policy;
 mod reference;
 mod template;
 
 pub use agent::*;
+pub use agent_status::*;
 pub use duration::Duration;
 pub use group::*;
+pub use group_status::*;
 pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 pub use outage::{Outage, OutagePolicy, OutageState};
 pub use policy::*;
