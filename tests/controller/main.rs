@@ -16,6 +16,7 @@ mod outage;
 mod restarts;
 mod shutdown;
 mod steady;
+mod watches;
 
 use serde_json::json;
 use support::{Operator, TestNamespace};
