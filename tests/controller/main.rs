@@ -13,6 +13,7 @@ mod groups_escalation;
 mod heartbeat;
 mod operations;
 mod outage;
+mod ownership;
 mod restarts;
 mod shutdown;
 mod steady;
