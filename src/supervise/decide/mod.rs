@@ -1,13 +1,17 @@
 //! The decision: given what happened to an agent, its history and its policy, at time `now` —
 //! what next? A pure function of plain data: no client, no clock, no unseeded randomness.
 //!
-//! Here: the entry point, the phases, and leaving an agent alone. A failure's consequences are
-//! in `failure`, starting pods in `start`, the conditions and the result in `finish`.
+//! Here: the entry point and the phases. Leaving an agent alone (shutdown, a missing policy,
+//! suspend, reset) is in `alone`, an attempt in progress in `active`, a failure's consequences
+//! in `failure`, starting pods in `start`, group orders in `member`, outage holds in `outage`,
+//! the conditions and the result in `set_conditions`.
 
 /// How long a replacement made after a failure runs before it counts as `Running`: until
 /// then the Agent stays `Pending` (and not `Ready`).
 pub const SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
 
+mod active;
+mod alone;
 mod failure;
 mod member;
 mod outage;
@@ -16,13 +20,12 @@ mod start;
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::classify::{self, Ending, Liveness, Verdict, add};
-use super::conditions::{self, Desired, POLICY_RESOLVED};
-use super::input::{Input, PodFacts, PolicyResolution};
+use super::classify::add;
+use super::input::{Input, PodFacts};
 use super::plan::{Event, EventReason, Plan};
 use crate::api::{
-    AgentStatus, BreakerState, CircuitBreakerStatus, Duration, FailureReason, Phase,
-    RestartPolicySpec, Shutdown, ShutdownType, Time, Trigger,
+    AgentStatus, BreakerState, CircuitBreakerStatus, Duration, Phase, RestartPolicySpec, Shutdown,
+    ShutdownType, Trigger,
 };
 
 /// Decides what to do next. The same input always gives the same plan.
@@ -244,193 +247,6 @@ impl<'a> Decider<'a> {
         if at > self.now {
             self.plan.requeue_at = Some(self.plan.requeue_at.map_or(at, |t| t.min(at)));
         }
-    }
-
-    // --- Leaving the agent alone -----------------------------------------------------------
-
-    /// A shutdown is set, by anyone: no pod is created or deleted, nothing is counted.
-    fn respect_shutdown(&mut self) {
-        self.complete_own_shutdown();
-        if self.s.phase != Some(Phase::Shutdown) {
-            let note = shutdown_note(self.s.shutdown.as_ref().expect("checked by the caller"));
-            self.event(EventReason::ShutdownRespected, note);
-        }
-        self.s.phase = Some(Phase::Shutdown);
-        self.s.next_restart_at = None;
-    }
-
-    /// Sets `PolicyResolved`. False when the named policy is missing: then no pod is created.
-    fn resolve_policy(&mut self) -> bool {
-        let (ok, reason, message) = match &self.input.policy {
-            PolicyResolution::Named(name, policy) => {
-                self.policy = policy;
-                (true, "Found", format!("using RestartPolicy {name}"))
-            }
-            PolicyResolution::NamespaceDefault(policy) => {
-                self.policy = policy;
-                (
-                    true,
-                    "NamespaceDefault",
-                    "using the namespace's RestartPolicy default".to_string(),
-                )
-            }
-            PolicyResolution::BuiltIn => (
-                true,
-                "BuiltIn",
-                "using the built-in restart policy".to_string(),
-            ),
-            PolicyResolution::Missing(name) => (
-                false,
-                "PolicyNotFound",
-                format!(
-                    "RestartPolicy {name} does not exist in this namespace; no pod is started until it does"
-                ),
-            ),
-        };
-        let desired = Desired {
-            type_: POLICY_RESOLVED,
-            status: ok,
-            reason,
-            message: &message,
-        };
-        let flipped = conditions::set(
-            &mut self.s.conditions,
-            desired,
-            self.input.agent.generation,
-            self.now,
-        );
-        if !ok && flipped {
-            self.event(EventReason::PolicyNotFound, message);
-        }
-        ok
-    }
-
-    fn suspend(&mut self) {
-        let live = self.current_pod().filter(|p| p.is_live());
-        if let Some(pod) = live {
-            self.plan.delete_pod = Some(pod.name.clone());
-        }
-        if self.s.phase != Some(Phase::Suspended) {
-            let note = match live {
-                Some(pod) => format!("Suspended: stopping pod {}", pod.name),
-                None => "Suspended: no pod will be started until spec.suspend is false".to_string(),
-            };
-            self.event(EventReason::Suspended, note);
-        }
-        self.s.phase = Some(Phase::Suspended);
-        self.s.next_restart_at = None;
-    }
-
-    fn reset(&mut self) {
-        self.s.consecutive_failures = 0;
-        self.s.recent_restarts.clear();
-        *self.breaker() = CircuitBreakerStatus::default();
-        let resumes = matches!(self.s.phase, Some(Phase::Stopped | Phase::CircuitOpen));
-        if resumes {
-            // Restart now, through the BackingOff path.
-            self.s.phase = Some(Phase::BackingOff);
-            self.s.next_restart_at = Some(Time(self.now));
-            if self
-                .s
-                .restart_history
-                .first()
-                .is_none_or(|r| r.restarted_at.is_some())
-            {
-                let record = self.record(Trigger::Manual);
-                self.push_history(record);
-            }
-        }
-        let note = if resumes {
-            "Reset: circuit breaker closed, failure count cleared; restarting now"
-        } else {
-            "Reset: circuit breaker closed, failure count cleared"
-        };
-        self.event(EventReason::Reset, note.to_string());
-    }
-
-    // --- An attempt in progress -----------------------------------------------------------
-
-    fn active(&mut self, pod: Option<&'a PodFacts>, manual: bool) {
-        let Some(pod) = pod else {
-            let name = self.s.pod_name.clone().unwrap_or_default();
-            let ending = Ending::bare(FailureReason::NodeLost, format!("pod {name} vanished"));
-            return self.fail(ending, None);
-        };
-        if pod.is_live() && manual {
-            self.manual_event(true);
-            return self.restart_now(self.record(Trigger::Manual));
-        }
-        if pod.is_live() && !self.current_template(pod) {
-            self.rollout_event();
-            return self.restart_now(self.record(Trigger::Rollout));
-        }
-        let liveness = Liveness {
-            heartbeat: self.input.agent.heartbeat.as_ref(),
-            lease: self.input.lease.as_ref(),
-        };
-        match classify::classify(
-            pod,
-            self.policy.startup_timeout.as_std(),
-            liveness,
-            self.now,
-        ) {
-            Verdict::Starting { deadline } => {
-                self.s.phase = Some(Phase::Pending);
-                self.requeue(deadline);
-            }
-            Verdict::Running {
-                since,
-                ready: _,
-                heartbeat_deadline,
-            } => {
-                // After a failure, the replacement is recorded Running once it has stayed up
-                // a while: one that crashes sooner was never up, and a crash loop costs one
-                // status write per attempt instead of two.
-                let settled = add(since, SETTLE);
-                if self.s.consecutive_failures > 0
-                    && self.s.phase == Some(Phase::Pending)
-                    && self.now < settled
-                {
-                    return self.requeue(settled);
-                }
-                self.s.phase = Some(Phase::Running);
-                self.healthy_since(since);
-                if let Some(deadline) = heartbeat_deadline {
-                    self.requeue(deadline);
-                }
-            }
-            Verdict::Ended { ending, kill } => self.fail(ending, kill.then_some(pod)),
-        }
-    }
-
-    fn current_template(&self, pod: &PodFacts) -> bool {
-        pod.template_hash.as_deref() == Some(self.input.agent.template_hash.as_str())
-    }
-
-    /// Running since `since`: after `resetAfter` the agent counts as healthy again.
-    fn healthy_since(&mut self, since: Timestamp) {
-        let half_open = self.breaker().state == BreakerState::HalfOpen;
-        if self.s.consecutive_failures == 0 && !half_open {
-            return;
-        }
-        let healthy_at = add(since, self.policy.reset_after.as_std());
-        if self.now < healthy_at {
-            return self.requeue(healthy_at);
-        }
-        self.s.consecutive_failures = 0;
-        if half_open {
-            self.close_breaker();
-        }
-    }
-
-    /// The probe ran for `resetAfter`: the breaker closes.
-    fn close_breaker(&mut self) {
-        *self.breaker() = CircuitBreakerStatus::default();
-        let note = format!(
-            "Probe ran {} without failing: circuit breaker closed",
-            self.policy.reset_after
-        );
-        self.event(EventReason::CircuitClosed, note);
     }
 }
 
