@@ -1,5 +1,5 @@
 //! The Helm chart in charts/agent-supervisor: it lints clean and renders what the operator needs
-//! (render), its alerts fire when they should (alerts, with promtool), its objects pass the real API server's validation and Pod Security "restricted"
+//! (render, rbac, monitoring), its alerts fire when they should (alerts, with promtool), its objects pass the real API server's validation and Pod Security "restricted"
 //! (admission), and it installs, grants exactly enough, and uninstalls (install); the operator
 //! works with exactly those permissions (operator).
 
@@ -11,8 +11,12 @@ mod admission;
 mod alerts;
 #[path = "chart/install.rs"]
 mod install;
+#[path = "chart/monitoring.rs"]
+mod monitoring;
 #[path = "chart/operator.rs"]
 mod operator;
+#[path = "chart/rbac.rs"]
+mod rbac;
 #[path = "chart/render.rs"]
 mod render;
 
