@@ -39,28 +39,28 @@ struct Namespace {
     running: Vec<Running>,
 }
 
-/// What an Agent asked about at `asked` does next.
+/// What an Agent asked about at `asked` does next, when a list done or under way serves it.
 enum Next {
     Answer(bool),
     Await(Shared<BoxFuture<'static, Named>>),
-    Begin,
     /// Every slot is taken by a list begun too early: wait for the newest, then ask again.
     Wait(Shared<BoxFuture<'static, Named>>),
 }
 
 impl Namespace {
-    fn next(&self, member: &MemberKey, asked: Instant) -> Next {
+    /// `None`: no list serves it and a slot is free, so one begins.
+    fn next(&self, member: &MemberKey, asked: Instant) -> Option<Next> {
         if let Some((began, named)) = &self.done
             && *began >= asked
         {
-            return Next::Answer(named.contains(member));
+            return Some(Next::Answer(named.contains(member)));
         }
         if let Some((_, list)) = self.running.iter().find(|(began, _)| *began >= asked) {
-            return Next::Await(list.clone());
+            return Some(Next::Await(list.clone()));
         }
         match self.running.iter().max_by_key(|(began, _)| *began) {
-            Some((_, list)) if self.running.len() >= IN_FLIGHT => Next::Wait(list.clone()),
-            _ => Next::Begin,
+            Some((_, list)) if self.running.len() >= IN_FLIGHT => Some(Next::Wait(list.clone())),
+            _ => None,
         }
     }
 
@@ -145,14 +145,11 @@ impl NamedByGroups {
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner);
                 let slot = map.entry(namespace.to_string()).or_default();
-                let next = slot.next(member, asked);
-                if let Next::Begin = next {
+                slot.next(member, asked).unwrap_or_else(|| {
                     let list = self.begin(client, namespace);
                     slot.running.push(list.clone());
                     Next::Await(list.1)
-                } else {
-                    next
-                }
+                })
             };
             match next {
                 Next::Answer(answer) => return Ok(answer),
@@ -168,7 +165,6 @@ impl NamedByGroups {
                 Next::Wait(list) => {
                     list.await;
                 }
-                Next::Begin => unreachable!("begun above"),
             }
         }
     }
@@ -255,22 +251,19 @@ mod tests {
         let mut slot = Namespace::default();
         let member = MemberKey::agent("a");
         let asked = Instant::now();
-        assert!(
-            matches!(slot.next(&member, asked), Next::Begin),
-            "nothing listed yet"
-        );
+        assert!(slot.next(&member, asked).is_none(), "nothing listed yet");
         let began = Instant::now();
         slot.ended(began, &Some(Arc::new(HashSet::from([member.clone()]))));
-        assert!(matches!(slot.next(&member, asked), Next::Answer(true)));
+        assert!(matches!(
+            slot.next(&member, asked),
+            Some(Next::Answer(true))
+        ));
         assert!(matches!(
             slot.next(&MemberKey::agent("b"), asked),
-            Next::Answer(false)
+            Some(Next::Answer(false))
         ));
         let after = began + std::time::Duration::from_millis(1);
-        assert!(
-            matches!(slot.next(&member, after), Next::Begin),
-            "asked after it began"
-        );
+        assert!(slot.next(&member, after).is_none(), "asked after it began");
     }
 
     fn pending() -> Shared<BoxFuture<'static, Named>> {
@@ -284,28 +277,25 @@ mod tests {
         let first = Instant::now();
         slot.running.push((first, pending()));
         assert!(
-            matches!(slot.next(&member, first), Next::Await(_)),
+            matches!(slot.next(&member, first), Some(Next::Await(_))),
             "begun after it asked"
         );
         let later = first + std::time::Duration::from_millis(1);
-        assert!(
-            matches!(slot.next(&member, later), Next::Begin),
-            "a slot is free"
-        );
+        assert!(slot.next(&member, later).is_none(), "a slot is free");
         for i in 1..IN_FLIGHT as u64 {
             slot.running
                 .push((first + std::time::Duration::from_micros(i), pending()));
         }
         let late = first + std::time::Duration::from_secs(1);
         assert!(
-            matches!(slot.next(&member, late), Next::Wait(_)),
+            matches!(slot.next(&member, late), Some(Next::Wait(_))),
             "every slot taken"
         );
         // A failed list answers nobody, and frees its slot.
         slot.ended(first, &None);
         assert_eq!(slot.running.len(), IN_FLIGHT - 1);
         assert!(slot.done.is_none());
-        assert!(matches!(slot.next(&member, late), Next::Begin));
+        assert!(slot.next(&member, late).is_none());
     }
 
     #[test]
@@ -316,6 +306,9 @@ mod tests {
         let newer = older + std::time::Duration::from_millis(5);
         slot.ended(newer, &Some(Arc::new(HashSet::from([member.clone()]))));
         slot.ended(older, &Some(Arc::new(HashSet::new())));
-        assert!(matches!(slot.next(&member, newer), Next::Answer(true)));
+        assert!(matches!(
+            slot.next(&member, newer),
+            Some(Next::Answer(true))
+        ));
     }
 }
