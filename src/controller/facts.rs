@@ -5,8 +5,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ContainerState, Pod};
 
 use crate::api::{
-    ATTEMPT_LABEL, Agent, AgentGroup, HANDLED_RESET_ANNOTATION, HANDLED_RESTART_ANNOTATION,
-    TEMPLATE_HASH_ANNOTATION, TRIGGER_ANNOTATION, Trigger,
+    ATTEMPT_LABEL, Agent, AgentGroup, AgentGroupStatus, AgentStatus, HANDLED_RESET_ANNOTATION,
+    HANDLED_RESTART_ANNOTATION, TEMPLATE_HASH_ANNOTATION, TRIGGER_ANNOTATION, Trigger,
 };
 use crate::supervise::group::{AgentView, ChildView};
 use crate::supervise::input::{
@@ -150,13 +150,12 @@ fn has_readiness_probe(agent: &Agent) -> bool {
 
 /// What a group reads of a member Agent.
 pub fn agent_view(agent: &Agent) -> AgentView {
-    AgentView::of(
-        &agent.status.clone().unwrap_or_default(),
-        agent.spec.suspend,
-    )
+    let unset = AgentStatus::default();
+    AgentView::of(agent.status.as_ref().unwrap_or(&unset), agent.spec.suspend)
 }
 
 /// What a parent reads of a child group.
 pub fn child_view(group: &AgentGroup) -> ChildView {
-    ChildView::of(&group.status.clone().unwrap_or_default())
+    let unset = AgentGroupStatus::default();
+    ChildView::of(group.status.as_ref().unwrap_or(&unset))
 }

@@ -6,7 +6,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
-use crate::api::{Agent, RestartPolicy};
+use crate::api::{Agent, AgentStatus, RestartPolicy};
 use crate::supervise::conditions::Desired;
 use crate::supervise::outage::{AgentOutageView, OutageEvent, OutageInput};
 
@@ -31,6 +31,7 @@ pub fn input(
         return None;
     }
     let namespace = policy.namespace().unwrap_or_default();
+    let unset = AgentStatus::default();
     let views = agents
         .iter()
         .map(|agent| {
@@ -48,9 +49,9 @@ pub fn input(
                 .as_ref()
                 .and_then(|_| leases.get(&ObjectRef::new(&agent.name_any()).within(&namespace)))
                 .map(|l| super::facts::lease_facts(&l));
-            let status = agent.status.clone().unwrap_or_default();
+            let status = agent.status.as_ref().unwrap_or(&unset);
             let traits = super::facts::agent_traits(agent);
-            AgentOutageView::of(&traits, &status, pod.as_ref(), lease.as_ref())
+            AgentOutageView::of(&traits, status, pod.as_ref(), lease.as_ref())
         })
         .collect();
     Some(OutageInput {
