@@ -14,6 +14,7 @@
 
 mod audit;
 mod phases;
+mod pod_watch;
 mod report;
 
 use std::path::PathBuf;
