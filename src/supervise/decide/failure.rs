@@ -4,10 +4,10 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 
-use super::{Decider, ceil_second, excerpt, shutdown_note, span, sub, whole_second};
+use super::{Decider, ceil_second, excerpt, span, sub, whole_second};
 use crate::api::{
     BreakerState, CircuitBreakerStatus, Duration, Failure, FailureClass, FailureReason, Phase,
-    RestartRecord, RuleAction, Shutdown, ShutdownType, Time, Trigger,
+    RestartRecord, RuleAction, ShutdownType, Time, Trigger,
 };
 use crate::supervise::classify::{Ending, Liveness, RetryAfter, Verdict, add};
 use crate::supervise::input::PodFacts;
@@ -376,52 +376,6 @@ impl Decider<'_> {
         self.s.phase = Some(Phase::Stopped);
         self.s.next_restart_at = None;
         self.stop_reason = Some(reason);
-    }
-
-    pub(super) fn record_shutdown(&mut self, kind: ShutdownType, source: &str, ending: &Ending) {
-        let from_message = ending.shutdown.as_ref();
-        let shutdown = Shutdown {
-            kind,
-            reason: from_message
-                .and_then(|r| r.reason.clone())
-                .or_else(|| Some(ending.reason.to_string())),
-            message: from_message
-                .and_then(|r| r.message.clone())
-                .or_else(|| ending.message.clone()),
-            at: Some(Time(self.now)),
-            source: Some(source.to_string()),
-        };
-        self.event(EventReason::ShutdownRespected, shutdown_note(&shutdown));
-        self.s.shutdown = Some(shutdown.clone());
-        self.plan.record_shutdown = Some(shutdown);
-        self.s.phase = Some(Phase::Shutdown);
-        self.s.next_restart_at = None;
-    }
-
-    /// A shutdown the operator recorded (from a termination message or a rule) is written in two
-    /// steps: the field first, the rest of the status after. If the second was lost, the ended
-    /// attempt is recorded now, as that decision did.
-    pub(super) fn complete_own_shutdown(&mut self) {
-        let own =
-            self.s.shutdown.as_ref().is_some_and(|s| {
-                matches!(s.source.as_deref(), Some("TerminationMessage" | "Rule"))
-            });
-        if !own || self.s.phase == Some(Phase::Shutdown) || self.s.attempt == 0 {
-            return;
-        }
-        let Some(pod) = self.current_pod().filter(|p| p.attempt == self.s.attempt) else {
-            return;
-        };
-        let liveness = Liveness {
-            heartbeat: None,
-            lease: None,
-        };
-        if let Verdict::Ended { ending, .. } =
-            classify::classify(pod, std::time::Duration::MAX, liveness, self.now)
-        {
-            let (failure, _) = self.failure_of(&ending, FailureClass::Shutdown);
-            self.s.last_failure = Some(failure);
-        }
     }
 }
 
