@@ -11,17 +11,19 @@
 //! `recentRestarts`, no breaker trip); every decision is repeatable. At the end, with no more
 //! failures, every outage ends and every held agent runs again: nothing held is lost.
 //!
+//! The fleet and its steps are here; each decision and its checks in
+//! `core_outage_properties/decide.rs`.
+//!
 //! `PROPTEST_CASES=2000 cargo test --test core_outage_properties` walks longer.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use agent_supervisor::api::{
     Agent, AgentStatus, Backoff, BackoffType, CircuitBreakerPolicy, Duration, Limits, Outage,
-    OutagePolicy, OutageState, Phase, RestartPolicySpec, Trigger,
+    OutagePolicy, Phase, RestartPolicySpec, Trigger,
 };
-use agent_supervisor::supervise::input::{ContainerFacts, ContainerPhase, PodPhase, Termination};
-use agent_supervisor::supervise::outage::{AgentOutageView, OutageInput, decide_outages};
-use agent_supervisor::supervise::{AgentFacts, Input, PodFacts, PolicyResolution, decide};
+use agent_supervisor::supervise::input::{ContainerPhase, PodPhase, Termination};
+use agent_supervisor::supervise::{AgentFacts, Input, PodFacts, PolicyResolution};
 use proptest::prelude::*;
 
 const CASES: u32 = 256;
@@ -243,166 +245,6 @@ impl Fleet {
         });
     }
 
-    fn decide_agent(&mut self, i: usize) -> Result<(), TestCaseError> {
-        let input = self.input(i);
-        let plan = decide(input.clone());
-        prop_assert_eq!(&decide(input.clone()), &plan, "repeatable");
-        let before = &self.agents[i].status;
-        let after = &plan.status;
-        // A held restart counts toward nothing.
-        let outage_records = |s: &AgentStatus| {
-            s.restart_history
-                .iter()
-                .filter(|r| r.trigger == Trigger::Outage)
-                .count()
-        };
-        let newly_held = after.phase == Some(Phase::CircuitOpen)
-            && after
-                .restart_history
-                .first()
-                .is_some_and(|r| r.trigger == Trigger::Outage && r.restarted_at.is_none())
-            && outage_records(after) > outage_records(before);
-        if newly_held {
-            prop_assert!(
-                after.consecutive_failures <= before.consecutive_failures,
-                "holding counted a failure: {} → {}",
-                before.consecutive_failures,
-                after.consecutive_failures
-            );
-            let trips = |s: &AgentStatus| s.circuit_breaker.as_ref().map_or(0, |b| b.trips);
-            prop_assert_eq!(trips(after), trips(before), "holding tripped the breaker");
-        }
-        let released = after.restart_count > before.restart_count
-            && after
-                .restart_history
-                .iter()
-                .find(|r| r.attempt == before.attempt)
-                .is_some_and(|r| r.trigger == Trigger::Outage);
-        if released {
-            prop_assert!(
-                after.recent_restarts.len() <= before.recent_restarts.len(),
-                "a held restart counted toward the limit"
-            );
-            let held_for = before
-                .restart_history
-                .first()
-                .and_then(|r| r.fingerprint.clone())
-                .unwrap_or_default();
-            if let Some(o) = self.outages.iter().find(|o| o.fingerprint == held_for) {
-                // Let go while its outage is open: only as the probe the policy named.
-                prop_assert_eq!(o.state, OutageState::Probing, "released while holding");
-                prop_assert_eq!(o.probe_agent.as_deref(), Some(self.agents[i].name.as_str()));
-                // A round: the outage, when it started, and whom it named.
-                let round = o.probe_started_at.as_ref().map_or(0, |t| t.0.as_second());
-                let key = (held_for, round, self.agents[i].name.clone());
-                let releases = self.releases.entry(key).or_default();
-                *releases += 1;
-                prop_assert!(*releases <= 1, "the probe let go twice in one round");
-            }
-        }
-        // Every failure the agent recorded (those injected, and startup timeouts), as it was
-        // recorded: the policy's decision is checked against these.
-        if after.last_failure != before.last_failure
-            && let Some(f) = &after.last_failure
-            && let Some(fingerprint) = &f.fingerprint
-        {
-            let at = f.time.0.as_second() - t(0).as_second();
-            self.failures.push((i, fingerprint.clone(), at));
-        }
-        let m = &mut self.agents[i];
-        m.status = plan.status.clone();
-        if let Some(kill) = &plan.delete_pod
-            && let Some(pod) = m.pods.iter_mut().find(|p| &p.name == kill)
-        {
-            pod.deleting = true;
-        }
-        if let Some(new) = &plan.create_pod {
-            prop_assert!(
-                m.pods.iter().all(|p| p.name != new.name),
-                "pod {} created twice",
-                new.name
-            );
-            m.pods.push(PodFacts {
-                name: new.name.clone(),
-                attempt: new.attempt,
-                template_hash: Some("h".to_string()),
-                created_at: t(self.now),
-                deleting: false,
-                phase: PodPhase::Pending,
-                reason: None,
-                message: None,
-                disruption: None,
-                unschedulable: None,
-                ready: false,
-                containers: vec![ContainerFacts {
-                    name: "agent".to_string(),
-                    state: ContainerPhase::Waiting {
-                        reason: None,
-                        message: None,
-                    },
-                }],
-                agent_container: None,
-                origin: new.origin.clone(),
-            });
-        }
-        // Deleted pods go at once; finished ones stay for a while (kept to count live ones).
-        m.pods.retain(|p| !p.deleting);
-        Ok(())
-    }
-
-    fn decide_policy(&mut self) -> Result<(), TestCaseError> {
-        let views = (0..self.params.agents)
-            .map(|i| {
-                let pod = self.agents[i]
-                    .pods
-                    .iter()
-                    .max_by_key(|p| p.attempt)
-                    .cloned();
-                {
-                    let agent = self.agent_object(i);
-                    let traits = agent_supervisor::controller::facts::agent_traits(&agent);
-                    let status = agent.status.clone().unwrap_or_default();
-                    AgentOutageView::of(&traits, &status, pod.as_ref(), None)
-                }
-            })
-            .collect();
-        let input = OutageInput {
-            now: t(self.now),
-            config: self.policy.outage.clone(),
-            reset_after: self.policy.reset_after.as_std(),
-            max_hold: self.policy.circuit_breaker.max_open_duration.as_std(),
-            outages: self.outages.clone(),
-            agents: views,
-        };
-        let plan = decide_outages(&input);
-        prop_assert_eq!(&decide_outages(&input), &plan, "repeatable");
-        for o in &plan.outages {
-            if self
-                .outages
-                .iter()
-                .any(|old| old.fingerprint == o.fingerprint)
-            {
-                continue;
-            }
-            // Opened now: N distinct agents failed with it within the window.
-            let from = self.now - self.params.window as i64;
-            let agents: BTreeSet<usize> = self
-                .failures
-                .iter()
-                .filter(|(_, f, at)| *f == o.fingerprint && *at >= from)
-                .map(|(i, _, _)| *i)
-                .collect();
-            prop_assert!(
-                agents.len() as u32 >= self.params.threshold,
-                "outage {} opened with {} agents failing within the window",
-                o.fingerprint,
-                agents.len()
-            );
-        }
-        self.outages = plan.outages;
-        Ok(())
-    }
-
     fn check(&self) -> Result<(), TestCaseError> {
         for i in 0..self.params.agents {
             prop_assert!(self.live(i).count() <= 1, "agent {} has two live pods", i);
@@ -479,3 +321,6 @@ proptest! {
         fleet.settle()?;
     }
 }
+
+#[path = "core_outage_properties/decide.rs"]
+mod decide;
