@@ -30,6 +30,8 @@ mod lost_writes;
 mod manual;
 #[path = "core_decide/outage.rs"]
 mod outage;
+#[path = "common/pods.rs"]
+mod pods;
 #[path = "core_decide/restart.rs"]
 mod restart;
 #[path = "core_decide/retry_after.rs"]

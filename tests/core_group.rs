@@ -21,6 +21,8 @@ mod membership;
 mod outage;
 #[path = "core_group/parent.rs"]
 mod parent;
+#[path = "common/pods.rs"]
+mod pods;
 #[path = "core_group/start_order.rs"]
 mod start_order;
 #[path = "core_group/views.rs"]

@@ -11,6 +11,8 @@
 
 #[path = "common/clock.rs"]
 mod clock;
+#[path = "common/pods.rs"]
+mod pods;
 #[path = "core_group_properties/world.rs"]
 mod world;
 

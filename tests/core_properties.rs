@@ -36,6 +36,8 @@ mod backoff;
 mod clock;
 #[path = "core_properties/decisions.rs"]
 mod decisions;
+#[path = "common/pods.rs"]
+mod pods;
 #[path = "core_properties/steps.rs"]
 mod steps;
 #[path = "core_properties/walks.rs"]

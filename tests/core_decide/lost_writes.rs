@@ -12,7 +12,8 @@ use crate::build::{
     breaker, breaker_policy, condition, economy_shutdown, fast, limited, named, reasons, secs, time,
 };
 use crate::clock::t;
-use crate::sim::{Sim, fail_times, new_pod};
+use crate::pods::new_pod;
+use crate::sim::{Sim, fail_times};
 
 #[test]
 fn a_lost_status_write_after_a_restart_adopts_the_pod() {
@@ -22,7 +23,12 @@ fn a_lost_status_write_after_a_restart_adopts_the_pod() {
     sim.input.now = due;
     let plan = sim.decide();
     // The pod was created; the status write that followed was lost.
-    let created = new_pod(plan.create_pod.as_ref().unwrap(), "h1", due);
+    let created = new_pod(
+        plan.create_pod.as_ref().unwrap(),
+        "h1",
+        due,
+        Some("ContainerCreating"),
+    );
     sim.input.pod = Some(created);
     let plan = sim.at(60).step();
     assert_eq!(plan.create_pod, None, "never a second pod for the attempt");
@@ -42,7 +48,12 @@ fn a_lost_status_write_after_a_probe_keeps_the_breaker_half_open() {
     fail_times(&mut sim, 3, 200);
     sim.input.now = t(260);
     let plan = sim.decide();
-    sim.input.pod = Some(new_pod(plan.create_pod.as_ref().unwrap(), "h1", t(260)));
+    sim.input.pod = Some(new_pod(
+        plan.create_pod.as_ref().unwrap(),
+        "h1",
+        t(260),
+        Some("ContainerCreating"),
+    ));
     let plan = sim.at(270).step();
     assert_eq!(plan.create_pod, None);
     assert_eq!(breaker(&plan.status).state, BreakerState::HalfOpen);

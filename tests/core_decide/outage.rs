@@ -12,7 +12,8 @@ use agent_supervisor::supervise::input::PodPhase;
 
 use crate::build::{AGENT, breaker, condition, fast, named, reasons, secs, strict, time};
 use crate::clock::t;
-use crate::sim::{Sim, new_pod};
+use crate::pods::new_pod;
+use crate::sim::Sim;
 
 const PROVIDER: &str = "provider returned 503 (request req_7f3a91c2d4e5)";
 
@@ -293,7 +294,7 @@ fn a_release_whose_status_write_was_lost_is_adopted_counted_toward_nothing() {
     let plan = sim.at(500).step();
     let new = plan.create_pod.clone().expect("released");
     sim.input.status = before;
-    sim.input.pod = Some(new_pod(&new, "h1", t(500)));
+    sim.input.pod = Some(new_pod(&new, "h1", t(500), Some("ContainerCreating")));
     let adopted = sim.at(501).step();
     assert_eq!(adopted.create_pod, None);
     let s = &adopted.status;

@@ -9,7 +9,8 @@ use agent_supervisor::supervise::conditions::READY;
 
 use crate::build::{breaker, condition, fast, named, reasons, secs, strict, time};
 use crate::clock::t;
-use crate::sim::{Sim, new_pod};
+use crate::pods::new_pod;
+use crate::sim::Sim;
 
 const RATE_LIMITED: &str = r#"{"retryAfter":"15m","reason":"rate limited"}"#;
 
@@ -144,6 +145,7 @@ fn a_restart_asked_for_and_adopted_after_a_lost_write_counts_toward_nothing() {
         plan.create_pod.as_ref().unwrap(),
         "h1",
         sim.input.now,
+        Some("ContainerCreating"),
     ));
     let adopted = sim.step();
     assert_eq!(adopted.create_pod, None);

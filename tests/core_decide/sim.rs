@@ -4,12 +4,12 @@
 use agent_supervisor::api::{AgentStatus, Phase, Time};
 use agent_supervisor::supervise::input::{ContainerFacts, ContainerPhase, PodPhase, Termination};
 use agent_supervisor::supervise::{
-    AgentFacts, Input, NewPod, Options, PodFacts, PolicyResolution, decide_with,
+    AgentFacts, Input, Options, PodFacts, PolicyResolution, decide_with,
 };
-use jiff::Timestamp;
 
 use crate::build::{AGENT, UID};
 use crate::clock::t;
+use crate::pods::new_pod;
 
 /// The world one agent lives in. `step` decides and carries the plan out.
 pub(crate) struct Sim {
@@ -195,34 +195,14 @@ fn apply(input: &Input, plan: &agent_supervisor::supervise::Plan) -> Input {
         pod.deleting = true;
     }
     if let Some(new) = &plan.create_pod {
-        next.pod = Some(new_pod(new, &input.agent.template_hash, input.now));
+        next.pod = Some(new_pod(
+            new,
+            &input.agent.template_hash,
+            input.now,
+            Some("ContainerCreating"),
+        ));
     }
     next
-}
-
-pub(crate) fn new_pod(new: &NewPod, template_hash: &str, now: Timestamp) -> PodFacts {
-    PodFacts {
-        name: new.name.clone(),
-        attempt: new.attempt,
-        template_hash: Some(template_hash.to_string()),
-        created_at: now,
-        deleting: false,
-        phase: PodPhase::Pending,
-        reason: None,
-        message: None,
-        disruption: None,
-        unschedulable: None,
-        ready: false,
-        containers: vec![ContainerFacts {
-            name: "agent".to_string(),
-            state: ContainerPhase::Waiting {
-                reason: Some("ContainerCreating".to_string()),
-                message: None,
-            },
-        }],
-        agent_container: None,
-        origin: new.origin.clone(),
-    }
 }
 
 /// Fails `n` times in a row, restarting each time, the last crash at `last`.

@@ -11,12 +11,13 @@ use agent_supervisor::api::{
 use agent_supervisor::supervise::Plan;
 use agent_supervisor::supervise::conditions::{self, READY};
 use agent_supervisor::supervise::group::Directive;
-use agent_supervisor::supervise::input::{ContainerFacts, ContainerPhase, PodPhase, Termination};
+use agent_supervisor::supervise::input::{ContainerPhase, PodPhase, Termination};
 use agent_supervisor::supervise::{
     AgentFacts, EventReason, Input, PodFacts, PolicyResolution, decide,
 };
 
 use super::build::{listed, t};
+use crate::pods::{container, new_pod};
 
 const AGENT: &str = "researcher";
 
@@ -104,25 +105,7 @@ impl Sim {
             pod.deleting = true;
         }
         if let Some(new) = &plan.create_pod {
-            self.input.pod = Some(PodFacts {
-                name: new.name.clone(),
-                attempt: new.attempt,
-                template_hash: Some("h1".to_string()),
-                created_at: self.input.now,
-                deleting: false,
-                phase: PodPhase::Pending,
-                reason: None,
-                message: None,
-                disruption: None,
-                unschedulable: None,
-                ready: false,
-                containers: vec![container(ContainerPhase::Waiting {
-                    reason: None,
-                    message: None,
-                })],
-                agent_container: None,
-                origin: new.origin.clone(),
-            });
+            self.input.pod = Some(new_pod(new, "h1", self.input.now, None));
         }
         plan
     }
@@ -153,13 +136,6 @@ impl Sim {
             finished_at: Some(t(at)),
         }))];
         self.at(at).step()
-    }
-}
-
-fn container(state: ContainerPhase) -> ContainerFacts {
-    ContainerFacts {
-        name: "agent".to_string(),
-        state,
     }
 }
 

@@ -2,16 +2,15 @@
 //! alone whose running pod has just failed.
 
 use agent_supervisor::api::{BackoffType, BreakerState, Duration, Heartbeat, Phase};
-use agent_supervisor::supervise::input::{ContainerFacts, ContainerPhase, PodPhase, Termination};
-use agent_supervisor::supervise::{
-    AgentFacts, Input, LeaseFacts, PodFacts, PolicyResolution, pod_name,
-};
+use agent_supervisor::supervise::input::{ContainerPhase, PodPhase, Termination};
+use agent_supervisor::supervise::{AgentFacts, Input, LeaseFacts, PolicyResolution, pod_name};
 use jiff::SignedDuration;
 use proptest::prelude::*;
 
 use crate::arb::{arb_duration, arb_policy, arb_resolution, arb_time};
 use crate::arb_pod::arb_pod;
 use crate::arb_status::{arb_status, arb_text};
+use crate::pods::pod;
 
 fn arb_heartbeat() -> impl Strategy<Value = Option<Heartbeat>> {
     proptest::option::of(
@@ -156,32 +155,21 @@ pub(crate) fn arb_failed_alone() -> BoxedStrategy<Input> {
                 .now
                 .checked_sub(SignedDuration::from_secs(ran))
                 .unwrap_or(input.now);
-            input.pod = Some(PodFacts {
+            input.pod = Some(pod(
                 name,
                 attempt,
-                template_hash: Some(input.agent.template_hash.clone()),
-                created_at: started,
-                deleting: false,
-                phase: PodPhase::Failed,
-                reason: None,
-                message: None,
-                disruption: None,
-                unschedulable: None,
-                ready: false,
-                containers: vec![ContainerFacts {
-                    name: "agent".to_string(),
-                    state: ContainerPhase::Terminated(Termination {
-                        exit_code: code,
-                        signal: None,
-                        reason: Some("Error".to_string()),
-                        message,
-                        started_at: Some(started),
-                        finished_at: Some(input.now),
-                    }),
-                }],
-                agent_container: None,
-                origin: Default::default(),
-            });
+                &input.agent.template_hash,
+                started,
+                PodPhase::Failed,
+                ContainerPhase::Terminated(Termination {
+                    exit_code: code,
+                    signal: None,
+                    reason: Some("Error".to_string()),
+                    message,
+                    started_at: Some(started),
+                    finished_at: Some(input.now),
+                }),
+            ));
             input.previous = None;
             input
         })

@@ -4,13 +4,14 @@
 use agent_supervisor::api::{
     AgentStatus, Duration, Heartbeat, RestartPolicySpec, Shutdown, ShutdownType,
 };
-use agent_supervisor::supervise::input::{ContainerFacts, ContainerPhase, PodPhase, Termination};
+use agent_supervisor::supervise::input::{ContainerPhase, PodPhase, Termination};
 use agent_supervisor::supervise::{
     AgentFacts, Input, LeaseFacts, Plan, PodFacts, PolicyResolution, decide,
 };
 use jiff::SignedDuration;
 
 use crate::clock::t;
+use crate::pods::new_pod;
 use crate::steps::Step;
 use crate::walks::check;
 
@@ -190,29 +191,12 @@ impl World {
             }
         }
         if let Some(new) = &plan.create_pod {
-            self.pods.push(PodFacts {
-                name: new.name.clone(),
-                attempt: new.attempt,
-                template_hash: Some(self.input.agent.template_hash.clone()),
-                created_at: self.input.now,
-                deleting: false,
-                phase: PodPhase::Pending,
-                reason: None,
-                message: None,
-                disruption: None,
-                unschedulable: None,
-                ready: false,
-                containers: vec![ContainerFacts {
-                    name: "agent".to_string(),
-                    state: ContainerPhase::Waiting {
-                        reason: Some("ContainerCreating".to_string()),
-                        message: None,
-                    },
-                }],
-                agent_container: None,
-                // What it was created for, as its annotations say.
-                origin: new.origin.clone(),
-            });
+            self.pods.push(new_pod(
+                new,
+                &self.input.agent.template_hash,
+                self.input.now,
+                Some("ContainerCreating"),
+            ));
         }
         let live = self.pods.iter().filter(|p| p.is_live()).count();
         assert!(live <= 1, "{live} live pods after {plan:#?}\n{trace:#?}");

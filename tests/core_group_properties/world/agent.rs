@@ -3,10 +3,10 @@
 //! its own limits; nothing starts before its group lets it), and carried out.
 
 use agent_supervisor::api::{AgentStatus, MemberKey, Phase, Trigger};
-use agent_supervisor::supervise::input::{ContainerFacts, ContainerPhase, PodPhase};
-use agent_supervisor::supervise::{AgentFacts, Input, Plan, PodFacts, PolicyResolution, decide};
+use agent_supervisor::supervise::{AgentFacts, Input, Plan, PolicyResolution, decide};
 
 use super::World;
+use crate::pods::new_pod;
 
 impl World {
     pub(super) fn reconcile_agent(&mut self, name: &str) {
@@ -44,28 +44,7 @@ impl World {
             }
         }
         if let Some(new) = &plan.create_pod {
-            pods.push(PodFacts {
-                name: new.name.clone(),
-                attempt: new.attempt,
-                template_hash: Some("h".to_string()),
-                created_at: self.now,
-                deleting: false,
-                phase: PodPhase::Pending,
-                reason: None,
-                message: None,
-                disruption: None,
-                unschedulable: None,
-                ready: false,
-                containers: vec![ContainerFacts {
-                    name: "agent".to_string(),
-                    state: ContainerPhase::Waiting {
-                        reason: None,
-                        message: None,
-                    },
-                }],
-                agent_container: None,
-                origin: new.origin.clone(),
-            });
+            pods.push(new_pod(new, "h", self.now, None));
         }
         let live = pods.iter().filter(|p| p.is_live()).count();
         assert!(live <= 1, "{live} live pods of {name}\n{}", self.context());
