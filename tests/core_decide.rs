@@ -2,7 +2,8 @@
 //! which carries out each plan the way the operator would (write the status, create the pod,
 //! mark a deleted pod as going) and lets the test play the kubelet.
 //!
-//! In `core_decide/`: the shared builders (`build.rs`) and the harness (`sim.rs`); starting and
+//! The harness is `common/sim.rs`, shared with `core_group`'s members, and new pods are built
+//! by `common/pods.rs`. In `core_decide/`: the shared builders (`build.rs`); starting and
 //! backoff (`restart.rs`), rules (`rules.rs`), heartbeats and settling (`liveness.rs`), the
 //! restart limit (`limits.rs`), the circuit breaker (`breaker.rs`), shutdowns (`shutdown.rs`),
 //! suspend (`suspend.rs`), manual requests (`manual.rs`), rollout and policy resolution
@@ -40,7 +41,7 @@ mod retry_after;
 mod rules;
 #[path = "core_decide/shutdown.rs"]
 mod shutdown;
-#[path = "core_decide/sim.rs"]
+#[path = "common/sim.rs"]
 mod sim;
 #[path = "core_decide/spec.rs"]
 mod spec;

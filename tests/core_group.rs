@@ -23,6 +23,8 @@ mod outage;
 mod parent;
 #[path = "common/pods.rs"]
 mod pods;
+#[path = "common/sim.rs"]
+mod sim;
 #[path = "core_group/start_order.rs"]
 mod start_order;
 #[path = "core_group/views.rs"]

@@ -10,8 +10,8 @@ use agent_supervisor::supervise::{EventReason, PolicyResolution};
 
 use crate::clock::t;
 
-pub(crate) const AGENT: &str = "researcher";
-pub(crate) const UID: &str = "0b6f1c2e-researcher";
+/// The agent the `Sim` plays.
+pub(crate) use crate::sim::{AGENT, UID};
 
 pub(crate) fn time(secs: i64) -> Time {
     Time(t(secs))

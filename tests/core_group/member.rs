@@ -1,6 +1,7 @@
 //! An Agent that belongs to a group: `decide` with `Input.group` set, obeying the orders in its
-//! entry of the group's status. `Sim` carries each plan out as the operator would and lets the
-//! test play the kubelet and write the group's orders. Here: starting, and its own crash; in
+//! entry of the group's status. `Sim` (`common/sim.rs`, shared with `core_decide`) carries each
+//! plan out as the operator would and lets the test play the kubelet and write the group's
+//! orders. Here: starting, and its own crash; in
 //! `member/`: restarted with a sibling (`siblings.rs`), stopped and shut down by the group
 //! (`stopped.rs`).
 
@@ -11,13 +12,10 @@ use agent_supervisor::api::{
 use agent_supervisor::supervise::Plan;
 use agent_supervisor::supervise::conditions::{self, READY};
 use agent_supervisor::supervise::group::Directive;
-use agent_supervisor::supervise::input::{ContainerPhase, PodPhase, Termination};
-use agent_supervisor::supervise::{
-    AgentFacts, EventReason, Input, PodFacts, PolicyResolution, decide,
-};
+use agent_supervisor::supervise::{EventReason, PolicyResolution};
 
 use super::build::{listed, t};
-use crate::pods::{container, new_pod};
+use crate::sim::Sim;
 
 const AGENT: &str = "researcher";
 
@@ -35,108 +33,24 @@ fn fast() -> RestartPolicySpec {
     }
 }
 
-struct Sim {
-    input: Input,
+/// A member of a group giving it `orders`, under `fast`, its restarts made at once.
+fn member(orders: Directive) -> Sim {
+    member_with(fast(), orders)
 }
 
-impl Sim {
-    fn new(group: Directive) -> Sim {
-        Sim::with(fast(), group)
-    }
+/// A member of a group giving it `orders`, under `policy`, its restarts made at once; the
+/// container of a new pod waits with no reason.
+fn member_with(policy: RestartPolicySpec, orders: Directive) -> Sim {
+    Sim::new(PolicyResolution::Named("fast".to_string(), policy))
+        .agent(AGENT, "uid-researcher")
+        .in_group(orders)
+        .at_once()
+        .waiting(None)
+}
 
-    fn with(policy: RestartPolicySpec, group: Directive) -> Sim {
-        Sim {
-            input: Input {
-                now: t(0),
-                agent: AgentFacts {
-                    name: AGENT.to_string(),
-                    uid: "uid-researcher".to_string(),
-                    generation: 1,
-                    template_hash: "h1".to_string(),
-                    ..AgentFacts::default()
-                },
-                status: AgentStatus::default(),
-                policy: PolicyResolution::Named("fast".to_string(), policy),
-                pod: None,
-                previous: None,
-                lease: None,
-                group: Some(group),
-                outages: Vec::new(),
-            },
-        }
-    }
-
-    /// A member whose attempt 1 has run, ready, since t(5).
-    fn running() -> Sim {
-        let mut sim = Sim::new(listed("team"));
-        sim.step();
-        sim.runs(5).at(10).step();
-        assert_eq!(sim.status().phase, Some(Phase::Running));
-        sim
-    }
-
-    fn at(&mut self, secs: i64) -> &mut Self {
-        self.input.now = t(secs);
-        self
-    }
-
-    fn status(&self) -> &AgentStatus {
-        &self.input.status
-    }
-
-    /// The group's orders, to change.
-    fn group(&mut self) -> &mut Directive {
-        self.input.group.as_mut().expect("a member")
-    }
-
-    fn pod(&mut self) -> &mut PodFacts {
-        self.input.pod.as_mut().expect("the agent has a pod")
-    }
-
-    /// Decides (twice, to check it is repeatable) and carries the plan out: the status is
-    /// written, a deleted pod is going, a created pod appears Pending.
-    fn step(&mut self) -> Plan {
-        let plan = decide(self.input.clone());
-        assert_eq!(decide(self.input.clone()), plan, "repeatable");
-        self.input.status = plan.status.clone();
-        if let (Some(name), Some(pod)) = (&plan.delete_pod, self.input.pod.as_mut())
-            && pod.name == *name
-        {
-            pod.deleting = true;
-        }
-        if let Some(new) = &plan.create_pod {
-            self.input.pod = Some(new_pod(new, "h1", self.input.now, None));
-        }
-        plan
-    }
-
-    /// The current pod runs, ready, since `since`.
-    fn runs(&mut self, since: i64) -> &mut Self {
-        let pod = self.pod();
-        pod.phase = PodPhase::Running;
-        pod.ready = true;
-        pod.containers = vec![container(ContainerPhase::Running {
-            started_at: Some(t(since)),
-        })];
-        self
-    }
-
-    /// The current pod's container exits with code 1 at `at`, and the operator decides then.
-    fn crashes(&mut self, at: i64) -> Plan {
-        let pod = self.pod();
-        let started_at = pod.started_at();
-        pod.phase = PodPhase::Failed;
-        pod.ready = false;
-        pod.containers = vec![container(ContainerPhase::Terminated(Termination {
-            exit_code: 1,
-            signal: None,
-            reason: Some("Error".to_string()),
-            message: None,
-            started_at,
-            finished_at: Some(t(at)),
-        }))];
-        self.at(at).step()
-    }
+/// A member of team whose attempt 1 has run, ready, since t(5).
+fn running() -> Sim {
+    member(listed("team")).started()
 }
 
 fn ready(status: &AgentStatus) -> (String, String, String) {
@@ -160,7 +74,7 @@ fn stop(reason: StopReason, kind: Option<ShutdownType>, message: &str) -> Option
 
 #[test]
 fn a_member_starts_nothing_until_its_group_lists_it() {
-    let mut sim = Sim::new(Directive {
+    let mut sim = member(Directive {
         group: "team".to_string(),
         ..Directive::default()
     });
@@ -188,7 +102,7 @@ fn a_member_starts_nothing_until_its_group_lists_it() {
 
 #[test]
 fn a_member_told_to_wait_for_another_starts_once_it_may() {
-    let mut sim = Sim::new(Directive {
+    let mut sim = member(Directive {
         waiting_for: Some("planner".to_string()),
         ..listed("team")
     });
@@ -207,7 +121,7 @@ fn a_member_told_to_wait_for_another_starts_once_it_may() {
 
 #[test]
 fn a_crashed_member_waits_for_its_groups_order_and_restarts_at_the_later_time() {
-    let mut sim = Sim::running();
+    let mut sim = running();
     let plan = sim.crashes(100);
     assert_eq!(plan.status.phase, Some(Phase::BackingOff));
     assert_eq!(plan.status.next_restart_at, Some(Time(t(110))));
@@ -242,7 +156,7 @@ fn a_crashed_member_waits_for_its_groups_order_and_restarts_at_the_later_time() 
 
 #[test]
 fn an_order_due_before_the_members_own_time_waits_for_its_own_time() {
-    let mut sim = Sim::running();
+    let mut sim = running();
     sim.crashes(100);
     sim.group().restart = Some((1, t(104)));
     let plan = sim.at(104).step();

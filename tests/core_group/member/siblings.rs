@@ -7,12 +7,12 @@ use agent_supervisor::api::{
 use agent_supervisor::supervise::group::Directive;
 use agent_supervisor::supervise::{EventReason, pod_name};
 
-use super::{AGENT, Sim, fast, ready, reasons};
+use super::{AGENT, fast, member_with, ready, reasons, running};
 use crate::build::{listed, t};
 
 #[test]
 fn a_running_sibling_is_stopped_and_restarted_without_counting_it() {
-    let mut sim = Sim::running();
+    let mut sim = running();
     // One crash of its own first, so there are counts to keep.
     sim.crashes(100);
     sim.group().restart = Some((1, t(110)));
@@ -81,7 +81,7 @@ fn a_running_sibling_is_stopped_and_restarted_without_counting_it() {
 
 #[test]
 fn a_stale_order_is_ignored() {
-    let mut sim = Sim::running();
+    let mut sim = running();
     sim.group().restart = Some((0, t(50)));
     let plan = sim.at(60).step();
     assert_eq!((plan.delete_pod, plan.create_pod), (None, None));
@@ -91,7 +91,7 @@ fn a_stale_order_is_ignored() {
 
 #[test]
 fn a_sibling_restarted_under_sequential_waits_for_the_member_before_it() {
-    let mut sim = Sim::running();
+    let mut sim = running();
     *sim.group() = Directive {
         restart: Some((1, t(100))),
         waiting_for: Some("planner".to_string()),
@@ -115,7 +115,7 @@ fn a_member_its_own_policy_gave_up_on_is_restarted_by_its_group() {
         },
         ..fast()
     };
-    let mut sim = Sim::with(never, listed("team"));
+    let mut sim = member_with(never, listed("team"));
     sim.step();
     sim.runs(5).at(10).step();
     assert_eq!(sim.crashes(100).status.phase, Some(Phase::Stopped));

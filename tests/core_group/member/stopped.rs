@@ -5,12 +5,12 @@ use agent_supervisor::api::{Phase, Shutdown, ShutdownType, StopReason, Time};
 use agent_supervisor::supervise::group::Directive;
 use agent_supervisor::supervise::{EventReason, pod_name};
 
-use super::{AGENT, Sim, ready, reasons, stop};
+use super::{AGENT, member, ready, reasons, running, stop};
 use crate::build::{listed, t};
 
 #[test]
 fn a_group_that_gave_up_stops_its_member() {
-    let mut sim = Sim::running();
+    let mut sim = running();
     sim.group().stop = stop(StopReason::GaveUp, None, "group team gave up");
     let plan = sim.at(100).step();
     assert_eq!(plan.delete_pod, Some(pod_name(AGENT, 1)));
@@ -36,7 +36,7 @@ fn a_group_that_gave_up_stops_its_member() {
 
 #[test]
 fn a_crashed_member_whose_group_gave_up_stops_and_resumes_once_reset() {
-    let mut sim = Sim::running();
+    let mut sim = running();
     sim.crashes(100);
     // Its crash made the group give up: taken in (an order), and a stop.
     *sim.group() = Directive {
@@ -70,7 +70,7 @@ fn a_crashed_member_whose_group_gave_up_stops_and_resumes_once_reset() {
 
 #[test]
 fn a_group_that_shut_down_stops_its_member_then_records_its_shutdown() {
-    let mut sim = Sim::running();
+    let mut sim = running();
     let why = "group team shut down: significant member planner shut down";
     sim.group().stop = stop(StopReason::Shutdown, Some(ShutdownType::Economic), why);
     // First the pod is stopped gracefully...
@@ -104,7 +104,7 @@ fn a_group_that_shut_down_stops_its_member_then_records_its_shutdown() {
 #[test]
 fn a_member_stopped_before_it_ever_started_starts_when_its_group_restarts_it() {
     // Held (Sequential) when its group gave up: stopped in attempt 0.
-    let mut sim = Sim::new(Directive {
+    let mut sim = member(Directive {
         waiting_for: Some("planner".to_string()),
         ..listed("team")
     });

@@ -1,23 +1,32 @@
-//! `Sim`, the IO shell played for one agent: it decides, carries each plan out as the operator
-//! would, and lets the test play the kubelet.
+//! `Sim`, the IO shell played for one agent, alone or in a group: it decides, carries each plan
+//! out as the operator would, and lets the test play the kubelet (and the group's orders).
+
+#![allow(dead_code)] // each test binary uses a different part of this module
 
 use agent_supervisor::api::{AgentStatus, Phase, Time};
-use agent_supervisor::supervise::input::{ContainerFacts, ContainerPhase, PodPhase, Termination};
+use agent_supervisor::supervise::group::Directive;
+use agent_supervisor::supervise::input::{ContainerPhase, PodPhase, Termination};
 use agent_supervisor::supervise::{
-    AgentFacts, Input, Options, PodFacts, PolicyResolution, decide_with,
+    AgentFacts, Input, Options, Plan, PodFacts, PolicyResolution, decide_with,
 };
 
-use crate::build::{AGENT, UID};
 use crate::clock::t;
-use crate::pods::new_pod;
+use crate::pods::{container, new_pod};
+
+/// The agent a `Sim` plays unless told otherwise (`agent`): its name and uid.
+pub(crate) const AGENT: &str = "researcher";
+pub(crate) const UID: &str = "0b6f1c2e-researcher";
 
 /// The world one agent lives in. `step` decides and carries the plan out.
 pub(crate) struct Sim {
     pub(crate) input: Input,
     options: Options,
+    /// The reason the container of a pod just created waits with.
+    waiting: Option<&'static str>,
 }
 
 impl Sim {
+    /// Agent `AGENT` alone under `policy`, its first decision at t(0).
     pub(crate) fn new(policy: PolicyResolution) -> Sim {
         Sim {
             input: Input {
@@ -46,6 +55,7 @@ impl Sim {
             options: Options {
                 restart_at_once: false,
             },
+            waiting: Some("ContainerCreating"),
         }
     }
 
@@ -55,14 +65,38 @@ impl Sim {
         self
     }
 
+    /// Plays the agent `name` with uid `uid` instead.
+    pub(crate) fn agent(mut self, name: &str, uid: &str) -> Sim {
+        self.input.agent.name = name.to_string();
+        self.input.agent.uid = uid.to_string();
+        self
+    }
+
+    /// The agent belongs to a group, which gives it `orders`.
+    pub(crate) fn in_group(mut self, orders: Directive) -> Sim {
+        self.input.group = Some(orders);
+        self
+    }
+
+    /// The container of a pod just created waits with `reason` (`ContainerCreating` unless
+    /// told otherwise).
+    pub(crate) fn waiting(mut self, reason: Option<&'static str>) -> Sim {
+        self.waiting = reason;
+        self
+    }
+
     /// An agent whose first pod was created at t(0) and has run, ready, since t(5).
     pub(crate) fn running(policy: PolicyResolution) -> Sim {
-        let mut sim = Sim::new(policy);
-        sim.step();
-        sim.runs(5);
-        sim.at(10).step();
-        assert_eq!(sim.status().phase, Some(Phase::Running));
-        sim
+        Sim::new(policy).started()
+    }
+
+    /// This agent's first pod is created at t(0) and runs, ready, from t(5); decided at t(10).
+    pub(crate) fn started(mut self) -> Sim {
+        self.step();
+        self.runs(5);
+        self.at(10).step();
+        assert_eq!(self.status().phase, Some(Phase::Running));
+        self
     }
 
     pub(crate) fn at(&mut self, secs: i64) -> &mut Self {
@@ -78,15 +112,21 @@ impl Sim {
         self.input.pod.as_mut().expect("the agent has a pod")
     }
 
+    /// The group's orders, to change.
+    pub(crate) fn group(&mut self) -> &mut Directive {
+        self.input.group.as_mut().expect("a member")
+    }
+
     /// Decides without carrying anything out.
-    pub(crate) fn decide(&self) -> agent_supervisor::supervise::Plan {
+    pub(crate) fn decide(&self) -> Plan {
         decide_with(self.input.clone(), self.options)
     }
 
-    /// Decides and carries out the plan.
-    pub(crate) fn step(&mut self) -> agent_supervisor::supervise::Plan {
-        let plan = decide_with(self.input.clone(), self.options);
-        self.input = apply(&self.input, &plan);
+    /// Decides (twice, to check it is repeatable) and carries out the plan.
+    pub(crate) fn step(&mut self) -> Plan {
+        let plan = self.decide();
+        assert_eq!(self.decide(), plan, "repeatable");
+        self.input = apply(&self.input, &plan, self.waiting);
         plan
     }
 
@@ -95,12 +135,9 @@ impl Sim {
         let pod = self.pod();
         pod.phase = PodPhase::Running;
         pod.ready = true;
-        pod.containers = vec![ContainerFacts {
-            name: "agent".to_string(),
-            state: ContainerPhase::Running {
-                started_at: Some(t(since)),
-            },
-        }];
+        pod.containers = vec![container(ContainerPhase::Running {
+            started_at: Some(t(since)),
+        })];
         self
     }
 
@@ -114,17 +151,14 @@ impl Sim {
             PodPhase::Failed
         };
         pod.ready = false;
-        pod.containers = vec![ContainerFacts {
-            name: "agent".to_string(),
-            state: ContainerPhase::Terminated(Termination {
-                exit_code: code,
-                signal: None,
-                reason: Some(if code == 0 { "Completed" } else { "Error" }.to_string()),
-                message: message.map(str::to_string),
-                started_at,
-                finished_at: Some(t(at)),
-            }),
-        }];
+        pod.containers = vec![container(ContainerPhase::Terminated(Termination {
+            exit_code: code,
+            signal: None,
+            reason: Some(if code == 0 { "Completed" } else { "Error" }.to_string()),
+            message: message.map(str::to_string),
+            started_at,
+            finished_at: Some(t(at)),
+        }))];
         self
     }
 
@@ -139,23 +173,21 @@ impl Sim {
 
     /// The current pod runs from `run_from`, crashes with exit 1 at `crash_at`, and the operator
     /// decides then.
-    pub(crate) fn crash(
-        &mut self,
-        run_from: i64,
-        crash_at: i64,
-    ) -> agent_supervisor::supervise::Plan {
+    pub(crate) fn crash(&mut self, run_from: i64, crash_at: i64) -> Plan {
         self.runs(run_from).exits(1, Some("boom"), crash_at);
         self.at(crash_at).step()
     }
 
+    /// The current pod's container exits with code 1 and no message at `at`, and the operator
+    /// decides then.
+    pub(crate) fn crashes(&mut self, at: i64) -> Plan {
+        self.exits(1, None, at);
+        self.at(at).step()
+    }
+
     /// A restart due at once: the first decision records it (and kills a live pod), the next,
     /// at the same instant, creates its pod. Returns both plans.
-    pub(crate) fn restart_at_once(
-        &mut self,
-    ) -> (
-        agent_supervisor::supervise::Plan,
-        agent_supervisor::supervise::Plan,
-    ) {
+    pub(crate) fn restart_at_once(&mut self) -> (Plan, Plan) {
         let now = self.input.now;
         let recorded = self.step();
         assert_eq!(recorded.create_pod, None, "recorded first: {recorded:?}");
@@ -171,7 +203,7 @@ impl Sim {
     }
 
     /// Decides at the scheduled restart time.
-    pub(crate) fn restart_when_due(&mut self) -> agent_supervisor::supervise::Plan {
+    pub(crate) fn restart_when_due(&mut self) -> Plan {
         let due = self
             .status()
             .next_restart_at
@@ -185,8 +217,9 @@ impl Sim {
 }
 
 /// Carries out a plan as the IO shell does: the status is written, a deleted pod is going, a
-/// created pod appears, Pending, made from the current template.
-fn apply(input: &Input, plan: &agent_supervisor::supervise::Plan) -> Input {
+/// created pod appears, Pending, made from the current template, its container waiting with
+/// `waiting`.
+fn apply(input: &Input, plan: &Plan, waiting: Option<&str>) -> Input {
     let mut next = input.clone();
     next.status = plan.status.clone();
     if let (Some(name), Some(pod)) = (&plan.delete_pod, next.pod.as_mut())
@@ -195,18 +228,13 @@ fn apply(input: &Input, plan: &agent_supervisor::supervise::Plan) -> Input {
         pod.deleting = true;
     }
     if let Some(new) = &plan.create_pod {
-        next.pod = Some(new_pod(
-            new,
-            &input.agent.template_hash,
-            input.now,
-            Some("ContainerCreating"),
-        ));
+        next.pod = Some(new_pod(new, &input.agent.template_hash, input.now, waiting));
     }
     next
 }
 
 /// Fails `n` times in a row, restarting each time, the last crash at `last`.
-pub(crate) fn fail_times(sim: &mut Sim, n: i64, last: i64) -> agent_supervisor::supervise::Plan {
+pub(crate) fn fail_times(sim: &mut Sim, n: i64, last: i64) -> Plan {
     for i in (1..n).rev() {
         let at = last - 20 * i;
         let plan = sim.crash(at - 10, at);
