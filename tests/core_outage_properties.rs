@@ -43,6 +43,8 @@ fn config() -> ProptestConfig {
 
 #[path = "common/clock.rs"]
 mod clock;
+#[path = "common/pods.rs"]
+mod pods;
 use clock::t;
 
 /// One thing that happens in the fleet's world.

@@ -5,13 +5,13 @@
 use std::collections::BTreeSet;
 
 use agent_supervisor::api::{AgentStatus, OutageState, Phase, Trigger};
-use agent_supervisor::supervise::input::{ContainerFacts, ContainerPhase, PodPhase};
+use agent_supervisor::supervise::decide;
 use agent_supervisor::supervise::outage::{AgentOutageView, OutageInput, decide_outages};
-use agent_supervisor::supervise::{PodFacts, decide};
 use proptest::prelude::{TestCaseError, prop_assert, prop_assert_eq};
 
 use super::Fleet;
 use crate::clock::t;
+use crate::pods::new_pod;
 
 impl Fleet {
     pub(super) fn decide_agent(&mut self, i: usize) -> Result<(), TestCaseError> {
@@ -93,28 +93,7 @@ impl Fleet {
                 "pod {} created twice",
                 new.name
             );
-            m.pods.push(PodFacts {
-                name: new.name.clone(),
-                attempt: new.attempt,
-                template_hash: Some("h".to_string()),
-                created_at: t(self.now),
-                deleting: false,
-                phase: PodPhase::Pending,
-                reason: None,
-                message: None,
-                disruption: None,
-                unschedulable: None,
-                ready: false,
-                containers: vec![ContainerFacts {
-                    name: "agent".to_string(),
-                    state: ContainerPhase::Waiting {
-                        reason: None,
-                        message: None,
-                    },
-                }],
-                agent_container: None,
-                origin: new.origin.clone(),
-            });
+            m.pods.push(new_pod(new, "h", t(self.now), None));
         }
         // Deleted pods go at once; finished ones stay for a while (kept to count live ones).
         m.pods.retain(|p| !p.deleting);
