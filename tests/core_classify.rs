@@ -119,6 +119,7 @@ fn lease(holder: Option<&str>, renewed: Option<Timestamp>) -> LeaseFacts {
     LeaseFacts {
         holder: holder.map(str::to_string),
         renew_time: renewed,
+        reported: Default::default(),
     }
 }
 

@@ -17,6 +17,8 @@ mod at_once;
 mod breaker;
 #[path = "core_decide/build.rs"]
 mod build;
+#[path = "core_decide/checkpoints.rs"]
+mod checkpoints;
 #[path = "common/clock.rs"]
 mod clock;
 #[path = "core_decide/conditions.rs"]

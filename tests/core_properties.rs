@@ -32,12 +32,16 @@ mod arb_pod;
 mod arb_status;
 #[path = "core_properties/backoff.rs"]
 mod backoff;
+#[path = "core_properties/checkpoints.rs"]
+mod checkpoints;
 #[path = "common/clock.rs"]
 mod clock;
 #[path = "core_properties/decisions.rs"]
 mod decisions;
 #[path = "common/pods.rs"]
 mod pods;
+#[path = "common/sim.rs"]
+mod sim;
 #[path = "core_properties/steps.rs"]
 mod steps;
 #[path = "core_properties/walks.rs"]

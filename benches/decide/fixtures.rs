@@ -75,6 +75,7 @@ pub fn policy() -> RestartPolicySpec {
         .expect("rules"),
         max_retry_after: Duration::from_secs(3600),
         outage: None,
+        checkpoints: Default::default(),
     }
 }
 
@@ -123,6 +124,8 @@ fn history() -> Vec<RestartRecord> {
                 fingerprint: None,
                 backoff: Some(Duration::from_millis(9_312)),
                 restarted_at: Some(at(failed - 10)),
+                checkpoint: None,
+                progress: None,
             }
         })
         .collect()
@@ -166,6 +169,9 @@ pub fn running_status() -> AgentStatus {
         circuit_breaker: Some(CircuitBreakerStatus::default()),
         shutdown: None,
         group: None,
+        progress: None,
+        checkpoints: Vec::new(),
+        ignored_report: None,
         conditions: vec![
             condition("CircuitBreakerOpen", false, "Closed", ""),
             condition(

@@ -31,6 +31,7 @@ pub fn steady_running() -> Input {
     let lease = LeaseFacts {
         holder: Some(pod_name(AGENT, ATTEMPT)),
         renew_time: Some(ago(7)),
+        reported: Default::default(),
     };
     input(running_status(), Some(running_pod(5400)), Some(lease))
 }
@@ -75,6 +76,7 @@ pub fn heartbeat_lost() -> Input {
     let lease = LeaseFacts {
         holder: Some(pod_name(AGENT, ATTEMPT)),
         renew_time: Some(ago(300)),
+        reported: Default::default(),
     };
     input(running_status(), Some(running_pod(5400)), Some(lease))
 }

@@ -113,6 +113,57 @@ pub struct AgentStatus {
     /// The AgentGroup this agent is a member of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<super::GroupMembership>,
+
+    /// How far the agent has got, as it reports it (`supervisor.dev/progress` on its heartbeat
+    /// Lease, or `progress` in its typed termination message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Progress>,
+
+    /// The checkpoints the agent reported, newest first, at most the policy's
+    /// `checkpoints.keep`. Each new attempt resumes from the newest that is not poisoned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 20))]
+    pub checkpoints: Vec<Checkpoint>,
+
+    /// The last report the operator set aside (a progress that is no whole number or went
+    /// backwards, a checkpoint over 1 KiB), and why: said once, as a `ReportIgnored` Event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignored_report: Option<String>,
+}
+
+/// How far the agent has got.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Progress {
+    /// The highest progress reported: a whole number that only grows.
+    pub value: u64,
+    /// When it last grew.
+    pub at: Time,
+}
+
+/// A point the agent can resume from, as it reported it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Checkpoint {
+    /// The agent's own reference to its saved state (an object-store key, a step id): opaque,
+    /// at most 1 KiB.
+    #[serde(rename = "ref")]
+    #[schemars(length(max = 1024))]
+    pub reference: String,
+    /// When it was reported.
+    pub at: Time,
+    /// The attempt that reported it.
+    pub attempt: u32,
+    /// The progress recorded when it was reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<u64>,
+    /// Attempts in a row that resumed from it and failed before reporting a newer one.
+    #[serde(default)]
+    pub failures: u32,
+    /// Given up on after the policy's `checkpoints.maxFailures` such failures: no attempt
+    /// resumes from it until a reset.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub poisoned: bool,
 }
 
 /// One failed attempt.
@@ -186,6 +237,15 @@ pub struct RestartRecord {
     /// When the next attempt's pod was created; absent while the restart is pending.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restarted_at: Option<Time>,
+
+    /// The checkpoint the attempt resumed from, if it was handed one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub checkpoint: Option<String>,
+
+    /// How far the attempt got: the progress recorded when it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<u64>,
 }
 
 /// What caused a restart.

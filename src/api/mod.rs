@@ -47,6 +47,15 @@ pub const HANDLED_RESTART_ANNOTATION: &str = "supervisor.dev/handled-restart-req
 pub const HANDLED_RESET_ANNOTATION: &str = "supervisor.dev/handled-reset-request";
 /// Likewise for a reset ordered by the agent's group (its key).
 pub const HANDLED_GROUP_RESET_ANNOTATION: &str = "supervisor.dev/handled-group-reset";
+/// The annotation on a pod with the checkpoint its attempt resumes from (its `AGENT_CHECKPOINT`),
+/// so a failed resume is told even if the status write of its start was lost.
+pub const RESUMED_FROM_ANNOTATION: &str = "supervisor.dev/resumed-from";
+/// On the heartbeat Lease, written by the agent: how far it has got (a whole number that only
+/// grows).
+pub const PROGRESS_ANNOTATION: &str = "supervisor.dev/progress";
+/// On the heartbeat Lease, written by the agent: a reference to state it can resume from (at
+/// most 1 KiB).
+pub const CHECKPOINT_ANNOTATION: &str = "supervisor.dev/checkpoint";
 /// `kubectl annotate agent X supervisor.dev/restart-requested-at=<new value>`: restart once now.
 pub const RESTART_REQUESTED_ANNOTATION: &str = "supervisor.dev/restart-requested-at";
 /// `kubectl annotate agent X supervisor.dev/reset-requested-at=<new value>`: close the breaker,

@@ -3,16 +3,19 @@
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ContainerState, Pod};
+use kube::ResourceExt;
 
 use crate::api::{
-    ATTEMPT_LABEL, Agent, AgentGroup, AgentGroupStatus, AgentStatus, HANDLED_RESET_ANNOTATION,
-    HANDLED_RESTART_ANNOTATION, TEMPLATE_HASH_ANNOTATION, TRIGGER_ANNOTATION, Trigger,
+    ATTEMPT_LABEL, Agent, AgentGroup, AgentGroupStatus, AgentStatus, CHECKPOINT_ANNOTATION,
+    HANDLED_RESET_ANNOTATION, HANDLED_RESTART_ANNOTATION, PROGRESS_ANNOTATION,
+    TEMPLATE_HASH_ANNOTATION, TRIGGER_ANNOTATION, Trigger,
 };
 use crate::supervise::group::{AgentView, ChildView};
 use crate::supervise::input::{
     ContainerFacts, ContainerPhase, LeaseFacts, PodFacts, PodOrigin, PodPhase, Termination,
 };
 use crate::supervise::outage::AgentTraits;
+use crate::supervise::progress::Reported;
 
 /// The facts of a pod whose agent container is `agent_container` (`None`: the first). Missing
 /// fields read as "not known yet".
@@ -79,6 +82,7 @@ pub fn pod_facts(pod: &Pod, agent_container: Option<&str>) -> PodFacts {
             handled_restart: annotation(HANDLED_RESTART_ANNOTATION),
             handled_reset: annotation(HANDLED_RESET_ANNOTATION),
             handled_group_reset: annotation(crate::api::HANDLED_GROUP_RESET_ANNOTATION),
+            checkpoint: annotation(crate::api::RESUMED_FROM_ANNOTATION),
         },
     }
 }
@@ -120,6 +124,10 @@ pub fn lease_facts(lease: &Lease) -> LeaseFacts {
             .and_then(|s| s.holder_identity.clone())
             .filter(|h| !h.is_empty()),
         renew_time: spec.and_then(|s| s.renew_time.as_ref()).map(|t| t.0),
+        reported: Reported {
+            progress: lease.annotations().get(PROGRESS_ANNOTATION).cloned(),
+            checkpoint: lease.annotations().get(CHECKPOINT_ANNOTATION).cloned(),
+        },
     }
 }
 

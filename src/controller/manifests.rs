@@ -85,6 +85,10 @@ pub fn pod(agent: &Agent, new: &NewPod, template_hash: &str) -> Pod {
             crate::api::HANDLED_GROUP_RESET_ANNOTATION,
             origin.handled_group_reset.clone(),
         ),
+        (
+            crate::api::RESUMED_FROM_ANNOTATION,
+            origin.checkpoint.clone(),
+        ),
     ] {
         match value {
             Some(value) => annotations.insert(key.to_string(), value),
@@ -155,6 +159,15 @@ fn agent_env(agent: &Agent, new: &NewPod) -> Vec<EnvVar> {
     if agent.spec.heartbeat.is_some() {
         env.push(var("AGENT_HEARTBEAT_LEASE", agent.name_any()));
     }
+    // Where to resume from: empty for a start from scratch, or before any report.
+    env.push(var(
+        "AGENT_CHECKPOINT",
+        new.origin.checkpoint.clone().unwrap_or_default(),
+    ));
+    env.push(var(
+        "AGENT_PROGRESS",
+        new.progress.map(|p| p.to_string()).unwrap_or_default(),
+    ));
     env
 }
 

@@ -45,6 +45,9 @@ pub struct Ending {
     pub shutdown: Option<ShutdownRequest>,
     /// When the agent asked to be restarted, through its termination message.
     pub retry_after: Option<RetryAfter>,
+    /// The progress and checkpoint the agent reported in its termination message (boxed: most
+    /// endings report none, and a verdict stays small).
+    pub reported: Box<super::progress::Reported>,
 }
 
 /// `{"retryAfter": "15m"}` or `{"retryAfter": "2026-11-22T10:00:00Z"}` from a termination
@@ -234,6 +237,14 @@ fn ended(pod: &PodFacts) -> Option<Ending> {
     let retry_after = terminated
         .iter()
         .find_map(|(_, t)| t.message.as_deref().and_then(retry_after));
+    // The agent's own container first: it is the one that knows where the agent got to.
+    let reported = std::iter::once(t)
+        .chain(terminated.iter().map(|(_, t)| *t))
+        .filter_map(|t| t.message.as_deref())
+        .map(super::progress::from_message)
+        .find(|r| *r != super::progress::Reported::default())
+        .map(Box::new)
+        .unwrap_or_default();
     Some(Ending {
         reason,
         exit_code: Some(t.exit_code),
@@ -248,6 +259,7 @@ fn ended(pod: &PodFacts) -> Option<Ending> {
         finished_at: t.finished_at,
         shutdown,
         retry_after,
+        reported,
     })
 }
 
@@ -270,7 +282,7 @@ fn disruption(pod: &PodFacts) -> Option<FailureReason> {
 }
 
 /// The JSON object a typed termination message is, if it is one.
-fn typed_message(message: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
+pub(crate) fn typed_message(message: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
     if message.len() > SHUTDOWN_MESSAGE_LIMIT {
         return None;
     }
@@ -371,6 +383,7 @@ impl Ending {
             finished_at: None,
             shutdown: None,
             retry_after: None,
+            reported: Default::default(),
         }
     }
 

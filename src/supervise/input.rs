@@ -109,6 +109,8 @@ pub struct PodOrigin {
     pub handled_reset: Option<String>,
     /// The key of the last reset ordered by the agent's group, handled when it was created.
     pub handled_group_reset: Option<String>,
+    /// The checkpoint it resumes from (`AGENT_CHECKPOINT`); `None`: from scratch.
+    pub checkpoint: Option<String>,
 }
 
 /// One container's state.
@@ -149,6 +151,8 @@ pub struct Termination {
 pub struct LeaseFacts {
     pub holder: Option<String>,
     pub renew_time: Option<Timestamp>,
+    /// The progress and checkpoint its holder reported on it (its annotations).
+    pub reported: super::progress::Reported,
 }
 
 impl PodFacts {

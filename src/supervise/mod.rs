@@ -13,6 +13,7 @@ pub mod group;
 pub mod input;
 pub mod outage;
 pub mod plan;
+pub mod progress;
 pub mod rules;
 
 pub use backoff::stable_hash;

@@ -38,6 +38,8 @@ pub struct NewPod {
     pub restart_count: u32,
     /// Becomes `AGENT_LAST_FAILURE_REASON` (empty on first start).
     pub last_failure_reason: Option<FailureReason>,
+    /// Becomes `AGENT_PROGRESS` (empty before the agent reports any).
+    pub progress: Option<u64>,
     /// Written on the pod: what it was created for.
     pub origin: PodOrigin,
 }
@@ -81,11 +83,15 @@ pub enum EventReason {
     GroupGaveUp,
     /// The agent's group shut down: it is shut down.
     GroupShutdown,
+    /// A checkpoint failed too many resumes in a row: the next attempt resumes from an older one.
+    CheckpointPoisoned,
+    /// A progress or checkpoint report was set aside (said once per report).
+    ReportIgnored,
 }
 
 impl EventReason {
     /// Every reason, in declaration order.
-    pub const ALL: [EventReason; 17] = [
+    pub const ALL: [EventReason; 19] = [
         EventReason::PodCreated,
         EventReason::Crashed,
         EventReason::RestartScheduled,
@@ -103,6 +109,8 @@ impl EventReason {
         EventReason::RolledOut,
         EventReason::GroupGaveUp,
         EventReason::GroupShutdown,
+        EventReason::CheckpointPoisoned,
+        EventReason::ReportIgnored,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -124,6 +132,8 @@ impl EventReason {
             EventReason::RolledOut => "RolledOut",
             EventReason::GroupGaveUp => "GroupGaveUp",
             EventReason::GroupShutdown => "GroupShutdown",
+            EventReason::CheckpointPoisoned => "CheckpointPoisoned",
+            EventReason::ReportIgnored => "ReportIgnored",
         }
     }
 
@@ -136,6 +146,8 @@ impl EventReason {
                 | EventReason::RestartLimitExceeded
                 | EventReason::PolicyNotFound
                 | EventReason::GroupGaveUp
+                | EventReason::CheckpointPoisoned
+                | EventReason::ReportIgnored
         )
     }
 }

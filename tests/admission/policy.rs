@@ -103,6 +103,21 @@ async fn invalid_restart_policies_are_rejected_with_a_message_naming_the_field()
             vec!["spec.historyLimit", "less than or equal to 50"],
         ),
         (
+            "checkpoints-keep-zero",
+            json!({ "checkpoints": { "keep": 0 } }),
+            vec!["spec.checkpoints.keep", "greater than or equal to 1"],
+        ),
+        (
+            "checkpoints-keep-large",
+            json!({ "checkpoints": { "keep": 21 } }),
+            vec!["spec.checkpoints.keep", "less than or equal to 20"],
+        ),
+        (
+            "checkpoints-max-failures-zero",
+            json!({ "checkpoints": { "maxFailures": 0 } }),
+            vec!["spec.checkpoints.maxFailures", "greater than or equal to 1"],
+        ),
+        (
             "window-zero",
             json!({ "limits": { "maxRestarts": 3, "window": "0s" } }),
             vec![

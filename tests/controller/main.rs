@@ -6,6 +6,7 @@ mod support;
 
 mod breaker;
 mod budget;
+mod checkpoints;
 mod failures;
 mod failures_io;
 mod groups;

@@ -57,6 +57,7 @@ fn steady_state_is_silent() {
     hb.input.lease = Some(LeaseFacts {
         holder: Some("researcher-1".to_string()),
         renew_time: Some(t(100)),
+        reported: Default::default(),
     });
     let cases = [
         ("running", Sim::running(named(fast()))),

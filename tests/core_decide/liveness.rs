@@ -26,6 +26,7 @@ fn a_hung_pod_is_deleted_and_restarted_as_heartbeat_lost() {
     sim.input.lease = Some(LeaseFacts {
         holder: Some("researcher-1".to_string()),
         renew_time: Some(t(100)),
+        reported: Default::default(),
     });
     let alive = sim.at(110).step();
     assert_eq!(alive.status.phase, Some(Phase::Running));

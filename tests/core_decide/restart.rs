@@ -38,6 +38,7 @@ fn first_start_creates_attempt_one() {
             attempt: 1,
             restart_count: 0,
             last_failure_reason: None,
+            progress: None,
             origin: PodOrigin::default(),
         })
     );
@@ -156,6 +157,8 @@ fn a_crash_schedules_a_jittered_exponential_restart() {
             fingerprint: Some(print.clone()),
             backoff: Some(delay),
             restarted_at: None,
+            checkpoint: None,
+            progress: None,
         }]
     );
     assert_eq!(reasons(&plan), [EventReason::Crashed]);
@@ -196,6 +199,7 @@ fn a_crash_schedules_a_jittered_exponential_restart() {
             attempt: 2,
             restart_count: 1,
             last_failure_reason: Some(FailureReason::Error),
+            progress: None,
             origin: PodOrigin {
                 trigger: Some(Trigger::Failure),
                 ..PodOrigin::default()

@@ -204,6 +204,7 @@ fn by_default_an_eviction_restarts_at_once_and_counts_toward_nothing() {
             attempt: 3,
             restart_count: 2,
             last_failure_reason: Some(FailureReason::Evicted),
+            progress: None,
             origin: PodOrigin {
                 trigger: Some(Trigger::Disruption),
                 ..PodOrigin::default()

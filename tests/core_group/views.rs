@@ -45,6 +45,8 @@ pub(super) fn pending_record(
         fingerprint: None,
         backoff: None,
         restarted_at: None,
+        checkpoint: None,
+        progress: None,
     }
 }
 

@@ -51,6 +51,8 @@ fn record(
         fingerprint: Some(fingerprint.to_string()),
         backoff: None,
         restarted_at: restarted.map(|r| Time(t(r))),
+        checkpoint: None,
+        progress: None,
     }
 }
 
@@ -179,14 +181,17 @@ fn proof_needs_what_the_agent_supports() {
     let renewed = LeaseFacts {
         holder: Some("caller-2".to_string()),
         renew_time: Some(t(105)),
+        reported: Default::default(),
     };
     let stale = LeaseFacts {
         holder: Some("caller-1".to_string()),
         renew_time: Some(t(105)),
+        reported: Default::default(),
     };
     let before = LeaseFacts {
         holder: Some("caller-2".to_string()),
         renew_time: Some(t(90)),
+        reported: Default::default(),
     };
     let proven = |lease: &LeaseFacts| {
         of(

@@ -165,6 +165,7 @@ pub(crate) fn arb_policy() -> BoxedStrategy<RestartPolicySpec> {
                 rules,
                 max_retry_after,
                 outage: None,
+                checkpoints: Default::default(),
             },
         )
         .boxed()

@@ -33,7 +33,11 @@ fn arb_lease() -> impl Strategy<Value = Option<LeaseFacts>> {
             ]),
             proptest::option::of(arb_time()),
         )
-            .prop_map(|(holder, renew_time)| LeaseFacts { holder, renew_time }),
+            .prop_map(|(holder, renew_time)| LeaseFacts {
+                holder,
+                renew_time,
+                reported: Default::default(),
+            }),
     )
 }
 

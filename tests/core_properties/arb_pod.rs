@@ -62,6 +62,7 @@ pub(crate) fn arb_pod() -> BoxedStrategy<(i64, PodFacts)> {
                 handled_restart: restart,
                 handled_reset: reset,
                 handled_group_reset: None,
+                checkpoint: None,
             };
             (relative, pod)
         })

@@ -77,6 +77,8 @@ fn arb_record() -> BoxedStrategy<RestartRecord> {
                     fingerprint: None,
                     backoff: ran_for,
                     restarted_at,
+                    checkpoint: None,
+                    progress: None,
                 }
             },
         )
@@ -222,6 +224,9 @@ pub(crate) fn arb_status() -> BoxedStrategy<AgentStatus> {
                 handled_restart_request,
                 handled_reset_request,
                 group: None,
+                progress: None,
+                checkpoints: Vec::new(),
+                ignored_report: None,
             },
         )
         .boxed()

@@ -122,6 +122,7 @@ pub(crate) fn arb_walk_policy() -> BoxedStrategy<RestartPolicySpec> {
                 rules,
                 max_retry_after: Duration::from_secs(max_retry_after),
                 outage: None,
+                checkpoints: Default::default(),
             },
         )
         .boxed()

@@ -137,6 +137,7 @@ impl World {
                     self.input.lease = Some(LeaseFacts {
                         holder: Some(holder),
                         renew_time: Some(now),
+                        reported: Default::default(),
                     });
                 }
             }

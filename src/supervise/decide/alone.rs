@@ -88,6 +88,7 @@ impl Decider<'_> {
         self.s.consecutive_failures = 0;
         self.s.recent_restarts.clear();
         *self.breaker() = CircuitBreakerStatus::default();
+        self.clear_poison();
         let resumes = matches!(self.s.phase, Some(Phase::Stopped | Phase::CircuitOpen));
         if resumes {
             // Restart now, through the BackingOff path.

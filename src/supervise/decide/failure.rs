@@ -21,6 +21,9 @@ impl Decider<'_> {
         if let Some(pod) = kill {
             self.plan.delete_pod = Some(pod.name.clone());
         }
+        // Where it got to (on its Lease, and in its last words) counts before its end is judged.
+        self.take_lease_reports(true);
+        self.take_reports(&ending.reported, true);
         let (class, shutdown) = match &ending.shutdown {
             Some(request) => (
                 FailureClass::Shutdown,
@@ -60,6 +63,8 @@ impl Decider<'_> {
         record.message = message;
         record.ran_for = ran_for;
         record.fingerprint = fingerprint;
+        record.checkpoint = self.resumed_from();
+        record.progress = self.s.progress.as_ref().map(|p| p.value);
 
         match (class, shutdown) {
             (_, Some((kind, source))) => self.record_shutdown(kind, source, &ending),
@@ -120,6 +125,8 @@ impl Decider<'_> {
         mut record: RestartRecord,
         ran_for: Option<Duration>,
     ) {
+        let healthy = ran_for.is_some_and(|r| r >= self.policy.reset_after);
+        self.failed_resume(record.checkpoint.as_deref(), healthy);
         if ran_for.is_some_and(|r| r >= self.policy.reset_after) {
             // It had been healthy for resetAfter: this failure starts a new count.
             self.s.consecutive_failures = 0;

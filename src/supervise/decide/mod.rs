@@ -15,6 +15,7 @@ mod alone;
 mod failure;
 mod member;
 mod outage;
+mod progress;
 mod set_conditions;
 mod start;
 
@@ -122,6 +123,8 @@ impl<'a> Decider<'a> {
         self.s.restart_history.truncate(self.history_limit());
         let pod = self.current_pod();
         // Adopted first: the pod says which requests were already handled when it was made.
+        // What the attempt reported on its Lease, before anything is decided on it.
+        self.take_lease_reports(false);
         if let Some(pod) = pod.filter(|p| p.attempt > self.s.attempt) {
             self.recover_failure(pod);
             self.adopt(pod);

@@ -9,6 +9,7 @@ use crate::api::{
 use crate::supervise::classify::add;
 use crate::supervise::input::{PodFacts, PodOrigin};
 use crate::supervise::plan::{EventReason, NewPod, pod_name};
+use crate::supervise::progress;
 
 impl Decider<'_> {
     /// The breaker's single probe: HalfOpen, and one restart.
@@ -117,11 +118,14 @@ impl Decider<'_> {
             attempt,
             restart_count,
             last_failure_reason: self.s.last_failure.as_ref().map(|f| f.reason),
+            progress: self.s.progress.as_ref().map(|p| p.value),
             origin: PodOrigin {
                 trigger,
                 handled_restart: self.s.handled_restart_request.clone(),
                 handled_reset: self.s.handled_reset_request.clone(),
                 handled_group_reset: self.s.group.as_ref().and_then(|g| g.handled_reset.clone()),
+                checkpoint: progress::resume_point(&self.s.checkpoints)
+                    .map(|c| c.reference.clone()),
             },
         }
     }
@@ -212,6 +216,8 @@ impl Decider<'_> {
             fingerprint: None,
             backoff: None,
             restarted_at: None,
+            checkpoint: None,
+            progress: None,
         }
     }
 

@@ -43,6 +43,8 @@ fn a_running_sibling_is_stopped_and_restarted_without_counting_it() {
             fingerprint: None,
             backoff: Some(Duration::from_secs(50)),
             restarted_at: None,
+            checkpoint: None,
+            progress: None,
         }
     );
     assert_eq!(s.phase, Some(Phase::BackingOff));
