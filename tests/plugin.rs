@@ -7,6 +7,8 @@ mod support;
 
 #[path = "plugin/actions.rs"]
 mod actions;
+#[path = "plugin/checkpoints.rs"]
+mod checkpoints;
 #[path = "plugin/errors.rs"]
 mod errors;
 #[path = "plugin/group.rs"]

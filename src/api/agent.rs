@@ -45,6 +45,11 @@ use super::{AgentStatus, PodTemplate};
         json_path = ".status.lastFailure.reason"
     ),
     printcolumn(
+        name = "Progress",
+        type_ = "integer",
+        json_path = ".status.progress.value"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"

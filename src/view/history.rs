@@ -40,6 +40,12 @@ pub struct Attempt {
     pub restarted_at: Option<Time>,
     /// Whether it is the attempt running now.
     pub current: bool,
+    /// The checkpoint it resumed from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<String>,
+    /// How far it got, as the agent reported it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<u64>,
 }
 
 /// The agent's attempts, oldest first: one per history entry, then the current attempt if a
@@ -80,6 +86,8 @@ pub fn attempts(agent: &Agent) -> Vec<Attempt> {
             backoff: None,
             restarted_at: None,
             current: true,
+            checkpoint: None,
+            progress: status.progress.as_ref().map(|p| p.value),
         });
     }
     out
@@ -113,6 +121,8 @@ fn from_record(r: &RestartRecord) -> Attempt {
         backoff: r.backoff,
         restarted_at: r.restarted_at.clone(),
         current: false,
+        checkpoint: r.checkpoint.clone(),
+        progress: r.progress,
     }
 }
 
@@ -185,12 +195,25 @@ pub fn render(agent: &Agent, now: Timestamp, paint: Paint) -> String {
             ]
         })
         .collect();
-    out.push_str(&table(
-        &[
-            "ATTEMPT", "STARTED", "RAN", "ENDED", "BACKOFF", "RESTART", "TIMELINE", "MESSAGE",
-        ],
-        &cells,
-    ));
+    let mut headers = vec![
+        "ATTEMPT", "STARTED", "RAN", "ENDED", "BACKOFF", "RESTART", "TIMELINE", "MESSAGE",
+    ];
+    let mut cells = cells;
+    // An agent that reports progress or checkpoints: where each attempt resumed, how far it got.
+    if rows
+        .iter()
+        .any(|a| a.checkpoint.is_some() || a.progress.is_some())
+    {
+        headers.splice(3..3, ["RESUMED FROM", "PROGRESS"]);
+        for (row, a) in cells.iter_mut().zip(&rows) {
+            let resumed = (a.checkpoint.as_deref())
+                .map(|c| one_line(c, 30))
+                .unwrap_or_else(|| "-".into());
+            let progress = a.progress.map_or_else(|| "-".into(), |p| p.to_string());
+            row.splice(3..3, [resumed, progress]);
+        }
+    }
+    out.push_str(&table(&headers, &cells));
     out.push_str(&format!(
         "Timeline: the last {} up to now; {} running, {} waiting to restart.\n",
         span(now.as_second() - start.as_second()),

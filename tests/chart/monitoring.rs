@@ -5,7 +5,7 @@ use crate::{RELEASE, chart, documents, template, the};
 
 /// The PrometheusRule's alerts, and a ServiceMonitor that selects the metrics Service's port.
 #[test]
-fn prometheus_rule_alerts_on_breakers_outages_give_ups_and_flapping() {
+fn prometheus_rule_alerts_on_breakers_outages_give_ups_flapping_and_poisoned_checkpoints() {
     let sets = ["prometheusRule.enabled=true,serviceMonitor.enabled=true"];
     let docs = documents(&template("ops", &sets));
     let rule = the(&docs, "PrometheusRule", "ops", RELEASE);
@@ -28,6 +28,10 @@ fn prometheus_rule_alerts_on_breakers_outages_give_ups_and_flapping() {
             ("agent_supervisor_outages_open > 0", "1m"),
             ("increase(agent_supervisor_give_ups_total[15m]) > 0", ""),
             ("increase(agent_supervisor_restarts_total[15m]) > 10", ""),
+            (
+                "increase(agent_supervisor_checkpoints_poisoned_total[15m]) > 0",
+                ""
+            ),
         ]
     );
     let monitor = the(&docs, "ServiceMonitor", "ops", RELEASE);
@@ -117,6 +121,7 @@ fn the_grafana_dashboard_ships_as_a_configmap_for_the_sidecar() {
         "Time to recovery",
         "Reconcile duration",
         "Reconcile errors",
+        "Poisoned checkpoints",
     ] {
         assert!(titles.contains(&want), "no panel {want:?}: {titles:?}");
     }

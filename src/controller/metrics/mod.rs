@@ -58,6 +58,7 @@ pub struct Metrics {
     pub restarts: Family<RestartLabels, Counter>,
     pub restart_delay: Histogram,
     pub breaker_trips: Counter,
+    pub checkpoints_poisoned: Counter,
     pub give_ups: Family<ReasonLabel, Counter>,
     pub recovery: Histogram,
     pub reconcile_duration: Histogram,
@@ -87,6 +88,7 @@ impl Metrics {
             restarts: Family::default(),
             restart_delay: Histogram::new(exponential_buckets(1.0, 2.0, 13)),
             breaker_trips: Counter::default(),
+            checkpoints_poisoned: Counter::default(),
             give_ups: Family::default(),
             recovery: Histogram::new(exponential_buckets(0.5, 2.0, 14)),
             reconcile_duration: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
@@ -122,6 +124,11 @@ impl Metrics {
             "breaker_trips",
             "Times a circuit breaker opened",
             metrics.breaker_trips.clone(),
+        );
+        registry.register(
+            "checkpoints_poisoned",
+            "Checkpoints given up on after failing checkpoints.maxFailures resumes in a row",
+            metrics.checkpoints_poisoned.clone(),
         );
         registry.register(
             "give_ups",
@@ -296,9 +303,11 @@ impl Metrics {
                 .observe(delay.as_millis() as f64 / 1000.0);
         }
         for event in &plan.events {
-            if event.reason == EventReason::CircuitOpened {
-                self.breaker_trips.inc();
-            }
+            match event.reason {
+                EventReason::CircuitOpened => self.breaker_trips.inc(),
+                EventReason::CheckpointPoisoned => self.checkpoints_poisoned.inc(),
+                _ => 0,
+            };
         }
         if after.phase == Some(Phase::Stopped) && before.phase != Some(Phase::Stopped) {
             let reason = after

@@ -186,6 +186,38 @@ impl<'a> Context<'a> {
     }
 }
 
+/// Where the next attempt resumes from, and which checkpoint was given up on, if the agent
+/// reports checkpoints; empty otherwise.
+fn resumes(status: &AgentStatus, now: Timestamp) -> String {
+    if status.checkpoints.is_empty() {
+        return String::new();
+    }
+    let mut out = match crate::supervise::progress::resume_point(&status.checkpoints) {
+        Some(c) => {
+            let progress = c
+                .progress
+                .map(|p| format!(", at progress {p}"))
+                .unwrap_or_default();
+            format!(
+                " Its next attempt resumes from checkpoint {} (reported {} by attempt {}{progress}).",
+                one_line(&c.reference, 120),
+                relative(now, c.at.0),
+                c.attempt
+            )
+        }
+        None => " Its next attempt starts from scratch: every checkpoint it reported is poisoned."
+            .to_string(),
+    };
+    if let Some(poisoned) = status.checkpoints.iter().find(|c| c.poisoned) {
+        out.push_str(&format!(
+            " Checkpoint {} is poisoned: {} attempts in a row resumed from it and failed before getting further (a reset gives it another chance).",
+            one_line(&poisoned.reference, 120),
+            poisoned.failures
+        ));
+    }
+    out
+}
+
 /// Adds what the group and the operator's recent warnings say, where they add something.
 fn with_context(mut why: Why, facts: &Facts, status: &crate::api::AgentStatus) -> Why {
     if let Some(membership) = &status.group {
@@ -198,11 +230,15 @@ fn with_context(mut why: Why, facts: &Facts, status: &crate::api::AgentStatus) -
             membership.name
         ));
     }
+    if status.phase != Some(Phase::Shutdown) {
+        why.next.push_str(&resumes(status, facts.now));
+    }
     let explained = [
         "Crashed",
         "HeartbeatLost",
         "CircuitOpened",
         "RestartLimitExceeded",
+        "CheckpointPoisoned",
     ];
     let warning = facts
         .events
