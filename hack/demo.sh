@@ -63,6 +63,33 @@ PV
 echo
 echo "\$ kubectl apply -n $ns -f examples/"
 kubectl apply -n "$ns" -f examples/
+
+# Under kwok nothing runs in a pod: play the checkpointing agent's script. Its first pod reports
+# steps 10, 30 and 50 on its Lease and crashes at 50; the next resumes from step 50.
+wait_pod_running() {
+  until [[ "$(kubectl get pod "$1" -n "$ns" -o jsonpath='{.status.phase}' 2>/dev/null)" == Running ]]; do
+    sleep 1
+  done
+}
+step_done() {
+  kubectl annotate lease summarizer -n "$ns" --overwrite \
+    supervisor.dev/progress="$2" supervisor.dev/checkpoint="step-$2" >/dev/null
+  kubectl patch lease summarizer -n "$ns" --type=merge -p \
+    "{\"spec\":{\"holderIdentity\":\"$1\",\"renewTime\":\"$(date -u +%Y-%m-%dT%H:%M:%S.000000Z)\"}}" >/dev/null
+}
+play_summarizer() {
+  wait_pod_running summarizer-1
+  for step in 10 30 50; do
+    step_done summarizer-1 "$step"
+    sleep 2
+  done
+  kubectl patch pod summarizer-1 -n "$ns" --subresource=status --type=strategic -p \
+    '{"status":{"phase":"Failed","containerStatuses":[{"name":"agent","image":"x","imageID":"","ready":false,"restartCount":0,"state":{"terminated":{"exitCode":1,"reason":"Error","message":"crashing at step 50"}}}]}}' >/dev/null
+  wait_pod_running summarizer-2
+  step_done summarizer-2 60
+}
+play_summarizer &
+player=$!
 for ((t = 0; t < watch_for; t += 15)); do
   sleep 15
   echo
@@ -95,6 +122,14 @@ plugin list
 plugin why crasher
 plugin history crasher
 plugin tree
+# The player is done well within the watch above; it is stopped if it is not.
+for _ in $(seq 60); do kill -0 "$player" 2>/dev/null || break; sleep 1; done
+kill "$player" 2>/dev/null || true
+plugin why summarizer
+plugin history summarizer
+echo
+echo "\$ kubectl get pod summarizer-2 -n $ns -o jsonpath='{.spec.containers[0].env}'   # resumes from step 50"
+kubectl get pod summarizer-2 -n "$ns" -o jsonpath='{range .spec.containers[0].env[*]}{.name}={.value}{"\n"}{end}' | grep -E '^AGENT_(CHECKPOINT|PROGRESS)='
 
 echo
 echo "The status page: http://127.0.0.1:$status_port/status (and /status.json)"

@@ -1,5 +1,6 @@
 //! Every file in examples/ applied as it is, doing what its comment says.
 
+mod checkpointing;
 mod outage;
 mod team;
 
@@ -46,6 +47,7 @@ async fn every_example_is_covered_here() {
     let covered = [
         "agent-team.yaml", // tested in tests/e2e/examples/team.rs
         "basic-agent.yaml",
+        "checkpointing-agent.yaml", // tested in tests/e2e/examples/checkpointing.rs
         "crashing-agent.yaml",
         "heartbeat-agent.yaml",
         "memory-agent.yaml",
