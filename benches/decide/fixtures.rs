@@ -171,6 +171,7 @@ pub fn running_status() -> AgentStatus {
         group: None,
         progress: None,
         checkpoints: Vec::new(),
+        resumed_from: None,
         ignored_report: None,
         conditions: vec![
             condition("CircuitBreakerOpen", false, "Closed", ""),

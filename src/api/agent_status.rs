@@ -125,6 +125,12 @@ pub struct AgentStatus {
     #[schemars(length(max = 20))]
     pub checkpoints: Vec<Checkpoint>,
 
+    /// The checkpoint the current attempt resumed from (its `AGENT_CHECKPOINT`); absent when it
+    /// started from scratch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub resumed_from: Option<String>,
+
     /// The last report the operator set aside (a progress that is no whole number or went
     /// backwards, a checkpoint over 1 KiB), and why: said once, as a `ReportIgnored` Event.
     #[serde(default, skip_serializing_if = "Option::is_none")]

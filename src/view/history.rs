@@ -86,7 +86,7 @@ pub fn attempts(agent: &Agent) -> Vec<Attempt> {
             backoff: None,
             restarted_at: None,
             current: true,
-            checkpoint: None,
+            checkpoint: status.resumed_from.clone(),
             progress: status.progress.as_ref().map(|p| p.value),
         });
     }

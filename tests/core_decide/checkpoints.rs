@@ -92,8 +92,14 @@ fn reports_on_the_lease_are_recorded_and_the_next_attempt_resumes_from_the_newes
     let again = sim.at(40).decide();
     assert_eq!(&again.status, sim.status());
 
+    assert_eq!(
+        sim.status().resumed_from,
+        None,
+        "attempt 1 started from scratch"
+    );
     let plan = crash_quietly(&mut sim, 40);
     assert_eq!(resumes_from(&plan).as_deref(), Some("step-2"));
+    assert_eq!(plan.status.resumed_from.as_deref(), Some("step-2"));
     assert_eq!(plan.create_pod.as_ref().unwrap().progress, Some(25));
     let record = &plan.status.restart_history[0];
     assert_eq!(record.checkpoint, None, "attempt 1 started from scratch");

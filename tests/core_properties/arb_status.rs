@@ -226,6 +226,7 @@ pub(crate) fn arb_status() -> BoxedStrategy<AgentStatus> {
                 group: None,
                 progress: None,
                 checkpoints: Vec::new(),
+                resumed_from: None,
                 ignored_report: None,
             },
         )

@@ -24,6 +24,7 @@ async fn why_and_history_tell_where_attempts_resume_and_what_was_poisoned() {
             "phase": "Running", "podName": "resumer-5", "attempt": 5, "restartCount": 4,
             "lastFailure": failure("Error", 1, "boom", 100),
             "progress": { "value": 1200, "at": at(-700) },
+            "resumedFrom": "s3://runs/step-800",
             "checkpoints": [
                 { "ref": "s3://runs/step-1200", "at": at(-700), "attempt": 1,
                   "progress": 1200, "failures": 3, "poisoned": true },
@@ -44,6 +45,7 @@ async fn why_and_history_tell_where_attempts_resume_and_what_was_poisoned() {
         &[
             "Its next attempt resumes from checkpoint s3://runs/step-800 (reported 15m ago by attempt 1, at progress 800).",
             "Checkpoint s3://runs/step-1200 is poisoned: 3 attempts in a row resumed from it and failed",
+            "This run resumed from checkpoint s3://runs/step-800.",
         ],
     );
     let history = plugin(&ns, &["history", "resumer"]);
@@ -63,6 +65,10 @@ async fn why_and_history_tell_where_attempts_resume_and_what_was_poisoned() {
         "attempt 1 started from scratch: {history}"
     );
     assert!(line("4").contains("s3://runs/step-1200"), "{history}");
+    assert!(
+        line("5").contains("s3://runs/step-800"),
+        "the current run: {history}"
+    );
 
     // Without reports, neither says anything of checkpoints.
     agent_with(

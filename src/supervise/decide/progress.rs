@@ -85,9 +85,14 @@ impl Decider<'_> {
         }
     }
 
-    /// The checkpoint the current attempt was handed, as its pod says.
+    /// The checkpoint the current attempt was handed, as its pod says (or, without it, the
+    /// status).
     pub(super) fn resumed_from(&self) -> Option<String> {
-        self.attempt_pod().and_then(|p| p.origin.checkpoint.clone())
+        match self.attempt_pod() {
+            Some(pod) => pod.origin.checkpoint.clone(),
+            // The pod is gone (deleted by someone): the status remembers.
+            None => self.s.resumed_from.clone(),
+        }
     }
 
     /// The current attempt resumed from `resumed` and failed (`healthy`: after running for

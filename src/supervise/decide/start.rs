@@ -83,6 +83,7 @@ impl Decider<'_> {
         }
         let new = self.new_pod(restarted.map(|(_, t)| t), self.s.restart_count);
         let (name, attempt) = (new.name.clone(), new.attempt);
+        self.s.resumed_from = new.origin.checkpoint.clone();
         self.s.attempt = attempt;
         self.s.pod_name = Some(name.clone());
         self.s.phase = Some(Phase::Pending);
@@ -186,6 +187,7 @@ impl Decider<'_> {
         }
         self.s.attempt = pod.attempt;
         self.s.pod_name = Some(pod.name.clone());
+        self.s.resumed_from = origin.checkpoint.clone();
         self.s.phase = Some(Phase::Pending);
         self.s.next_restart_at = None;
     }

@@ -192,7 +192,16 @@ fn resumes(status: &AgentStatus, now: Timestamp) -> String {
     if status.checkpoints.is_empty() {
         return String::new();
     }
-    let mut out = match crate::supervise::progress::resume_point(&status.checkpoints) {
+    let mut out = String::new();
+    if let (Some(from), Some(Phase::Pending | Phase::Running)) =
+        (&status.resumed_from, status.phase)
+    {
+        out.push_str(&format!(
+            " This run resumed from checkpoint {}.",
+            one_line(from, 120)
+        ));
+    }
+    out += &match crate::supervise::progress::resume_point(&status.checkpoints) {
         Some(c) => {
             let progress = c
                 .progress
