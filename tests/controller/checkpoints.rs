@@ -2,40 +2,11 @@
 //! checkpoints on its heartbeat Lease, crashes, and its next pod is handed the newest good
 //! checkpoint; one that keeps failing is poisoned and the one before it is handed out.
 
-use agent_supervisor::api::{CHECKPOINT_ANNOTATION, PROGRESS_ANNOTATION};
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use crate::setup;
-use crate::support::TestNamespace;
+use crate::support::env_of;
 use crate::support::kubelet::REACT;
-
-/// The pod `holder` reports `progress` and `checkpoint` on the Lease `lease`, renewing it.
-async fn report(ns: &TestNamespace, lease: &str, holder: &str, progress: &str, checkpoint: &str) {
-    let stamp = jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
-        .to_string();
-    let patch = json!({
-        "metadata": { "annotations": {
-            PROGRESS_ANNOTATION: progress,
-            CHECKPOINT_ANNOTATION: checkpoint,
-        }},
-        "spec": { "holderIdentity": holder, "renewTime": stamp },
-    });
-    ns.api::<Lease>()
-        .patch(lease, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .expect("the agent writes its Lease");
-}
-
-/// The value of `name` in the environment of the pod's container.
-fn env(pod: &Pod, name: &str) -> String {
-    let container = &pod.spec.as_ref().expect("a spec").containers[0];
-    let var = container.env.iter().flatten().find(|v| v.name == name);
-    var.and_then(|v| v.value.clone()).unwrap_or_default()
-}
 
 #[tokio::test]
 async fn a_checkpoint_reported_on_the_lease_is_resumed_from_until_it_is_poisoned() {
@@ -57,13 +28,14 @@ async fn a_checkpoint_reported_on_the_lease_is_resumed_from_until_it_is_poisoned
     .await;
     let first = ns.wait_running("resumer-1").await;
     assert_eq!(
-        env(&first, "AGENT_CHECKPOINT"),
+        env_of(&first, "AGENT_CHECKPOINT"),
         "",
         "a first start is from scratch"
     );
 
     for (progress, checkpoint) in [("10", "step-1"), ("20", "step-2")] {
-        report(&ns, "resumer", "resumer-1", progress, checkpoint).await;
+        ns.report_on_lease("resumer", "resumer-1", progress, checkpoint)
+            .await;
         ns.wait_status_for(REACT, "resumer", checkpoint, |s| {
             s.checkpoints
                 .first()
@@ -73,16 +45,16 @@ async fn a_checkpoint_reported_on_the_lease_is_resumed_from_until_it_is_poisoned
     }
     ns.terminate("resumer-1", 1, "Error", "boom").await;
     let second = ns.wait_running("resumer-2").await;
-    assert_eq!(env(&second, "AGENT_CHECKPOINT"), "step-2");
-    assert_eq!(env(&second, "AGENT_PROGRESS"), "20");
+    assert_eq!(env_of(&second, "AGENT_CHECKPOINT"), "step-2");
+    assert_eq!(env_of(&second, "AGENT_PROGRESS"), "20");
 
     // Two resumes from step-2 fail before reporting anything newer: it is poisoned.
     ns.terminate("resumer-2", 1, "Error", "boom").await;
     let third = ns.wait_running("resumer-3").await;
-    assert_eq!(env(&third, "AGENT_CHECKPOINT"), "step-2");
+    assert_eq!(env_of(&third, "AGENT_CHECKPOINT"), "step-2");
     ns.terminate("resumer-3", 1, "Error", "boom").await;
     let fourth = ns.wait_running("resumer-4").await;
-    assert_eq!(env(&fourth, "AGENT_CHECKPOINT"), "step-1");
+    assert_eq!(env_of(&fourth, "AGENT_CHECKPOINT"), "step-1");
     let note = ns.wait_event("resumer", "CheckpointPoisoned").await;
     assert!(note.contains("step-2"), "{note}");
 

@@ -8,6 +8,7 @@
 //! control plane panics with the reason; it never skips.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+mod agent;
 mod audit;
 mod cluster;
 mod crds;
@@ -23,6 +24,7 @@ mod wait;
 // of this module, above).
 #[allow(unused_imports)]
 pub use self::{
+    agent::env_of,
     audit::{AuditPosition, audit_log, audit_log_caught_up, audit_log_position, audit_log_since},
     cluster::{admin_config, client, helm, kubeconfig, kubectl, service_account_token, tool},
     crds::{install_crds, wait_for_garbage_collection_of_agents},
