@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 
+use super::classify::truncate_to;
 use crate::api::Checkpoint;
 
 /// A checkpoint reference is at most this many bytes.
@@ -77,7 +78,10 @@ pub fn read(reported: &Reported, before: Option<u64>) -> Report {
                 }),
                 _ => report.progress = Some(value),
             },
-            None => report.ignored.push(Ignored::NotAProgress(quote(raw))),
+            None => report.ignored.push(Ignored::NotAProgress(truncate_to(
+                raw.to_string(),
+                QUOTE_LIMIT,
+            ))),
         }
     }
     if let Some(raw) = reported.checkpoint.as_deref().map(str::trim) {
@@ -123,15 +127,6 @@ fn parse_progress(raw: &str) -> Option<u64> {
         return None;
     }
     digits.parse::<u64>().ok().filter(|v| *v <= PROGRESS_LIMIT)
-}
-
-/// `raw` cut to `QUOTE_LIMIT` bytes on a character boundary.
-fn quote(raw: &str) -> String {
-    let mut end = raw.len().min(QUOTE_LIMIT);
-    while !raw.is_char_boundary(end) {
-        end -= 1;
-    }
-    raw[..end].to_string()
 }
 
 #[cfg(test)]

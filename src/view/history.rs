@@ -155,7 +155,7 @@ pub fn render(agent: &Agent, now: Timestamp, paint: Paint) -> String {
         .unwrap_or(now)
         .min(now);
     let axis = Axis { start, end: now };
-    let cells: Vec<Vec<String>> = rows
+    let mut cells: Vec<Vec<String>> = rows
         .iter()
         .map(|a| {
             let how = ending(a);
@@ -198,7 +198,6 @@ pub fn render(agent: &Agent, now: Timestamp, paint: Paint) -> String {
     let mut headers = vec![
         "ATTEMPT", "STARTED", "RAN", "ENDED", "BACKOFF", "RESTART", "TIMELINE", "MESSAGE",
     ];
-    let mut cells = cells;
     // An agent that reports progress or checkpoints: where each attempt resumed, how far it got.
     if rows
         .iter()

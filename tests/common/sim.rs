@@ -6,8 +6,9 @@
 use agent_supervisor::api::{AgentStatus, Phase, Time};
 use agent_supervisor::supervise::group::Directive;
 use agent_supervisor::supervise::input::{ContainerPhase, PodPhase, Termination};
+use agent_supervisor::supervise::progress::Reported;
 use agent_supervisor::supervise::{
-    AgentFacts, Input, Options, Plan, PodFacts, PolicyResolution, decide_with,
+    AgentFacts, Input, LeaseFacts, Options, Plan, PodFacts, PolicyResolution, decide_with,
 };
 
 use crate::clock::t;
@@ -128,6 +129,23 @@ impl Sim {
         assert_eq!(self.decide(), plan, "repeatable");
         self.input = apply(&self.input, &plan, self.waiting);
         plan
+    }
+
+    /// The current pod reports `progress` and `checkpoint` on the heartbeat Lease it holds.
+    pub(crate) fn reports(
+        &mut self,
+        progress: Option<&str>,
+        checkpoint: Option<&str>,
+    ) -> &mut Self {
+        self.input.lease = Some(LeaseFacts {
+            holder: self.status().pod_name.clone(),
+            renew_time: Some(self.input.now),
+            reported: Reported {
+                progress: progress.map(str::to_string),
+                checkpoint: checkpoint.map(str::to_string),
+            },
+        });
+        self
     }
 
     /// The current pod runs, ready, since `since`.

@@ -3,11 +3,9 @@
 //! is poisoned, and hostile reports are set aside and said once.
 
 use agent_supervisor::api::{BackoffType, Checkpoint, Progress, RestartPolicySpec, Trigger};
-use agent_supervisor::supervise::progress::Reported;
-use agent_supervisor::supervise::{EventReason, LeaseFacts, Plan};
+use agent_supervisor::supervise::{EventReason, Plan};
 
 use crate::build::{fast, named, reasons, time};
-use crate::clock::t;
 use crate::sim::Sim;
 
 /// Restarts at once, a breaker only after 10 failures in a row, 3 failed resumes poison.
@@ -16,19 +14,6 @@ fn immediate() -> RestartPolicySpec {
     policy.backoff.kind = BackoffType::Immediate;
     policy.circuit_breaker.failure_threshold = 10;
     policy
-}
-
-/// The current pod reports `progress` and `checkpoint` on the Lease it holds.
-fn reports(sim: &mut Sim, progress: Option<&str>, checkpoint: Option<&str>) {
-    let holder = sim.status().pod_name.clone();
-    sim.input.lease = Some(LeaseFacts {
-        holder,
-        renew_time: Some(sim.input.now),
-        reported: Reported {
-            progress: progress.map(str::to_string),
-            checkpoint: checkpoint.map(str::to_string),
-        },
-    });
 }
 
 /// The checkpoint the pod just created resumes from.
@@ -52,9 +37,9 @@ fn refs(sim: &Sim) -> Vec<(String, u32, bool)> {
 /// An agent running attempt 1, which reported step-1 at t(20) and step-2 at t(30).
 fn two_checkpoints() -> Sim {
     let mut sim = Sim::running(named(immediate())).at_once();
-    reports(&mut sim, Some("10"), Some("step-1"));
+    sim.reports(Some("10"), Some("step-1"));
     sim.at(20).step();
-    reports(&mut sim, Some("25"), Some("step-2"));
+    sim.reports(Some("25"), Some("step-2"));
     sim.at(30).step();
     sim
 }
@@ -158,7 +143,7 @@ fn an_attempt_that_reports_a_newer_checkpoint_got_past_the_one_it_resumed_from()
     crash_quietly(&mut sim, 50); // step-2 failed once
     assert_eq!(sim.status().checkpoints[0].failures, 1);
     sim.runs(60);
-    reports(&mut sim, Some("30"), Some("step-3"));
+    sim.reports(Some("30"), Some("step-3"));
     sim.at(65).step();
     let plan = sim.crash(60, 70);
     assert_eq!(resumes_from(&plan).as_deref(), Some("step-3"));
@@ -225,7 +210,7 @@ fn a_report_left_on_the_lease_by_an_earlier_pod_is_not_this_attempts() {
     let mut sim = two_checkpoints();
     crash_quietly(&mut sim, 40);
     sim.runs(50);
-    reports(&mut sim, Some("99"), Some("step-9"));
+    sim.reports(Some("99"), Some("step-9"));
     sim.input.lease.as_mut().unwrap().holder = Some("researcher-1".into());
     sim.at(55).step();
     assert_eq!(sim.status().progress.as_ref().map(|p| p.value), Some(25));
@@ -235,7 +220,7 @@ fn a_report_left_on_the_lease_by_an_earlier_pod_is_not_this_attempts() {
 #[test]
 fn hostile_reports_are_set_aside_and_said_once() {
     let mut sim = Sim::running(named(immediate())).at_once();
-    reports(&mut sim, Some("lots"), None);
+    sim.reports(Some("lots"), None);
     let plan = sim.at(20).step();
     assert_eq!(reasons(&plan), vec![EventReason::ReportIgnored]);
     assert!(plan.events[0].warning());
@@ -243,14 +228,14 @@ fn hostile_reports_are_set_aside_and_said_once() {
     let plan = sim.at(30).step();
     assert!(plan.events.is_empty(), "said once: {plan:?}");
 
-    reports(&mut sim, Some("10"), Some(&"x".repeat(1 << 20)));
+    sim.reports(Some("10"), Some(&"x".repeat(1 << 20)));
     let plan = sim.at(40).step();
     assert_eq!(reasons(&plan), vec![EventReason::ReportIgnored]);
     assert!(plan.events[0].note.contains("longer than 1024"), "{plan:?}");
     assert_eq!(sim.status().progress.as_ref().map(|p| p.value), Some(10));
     assert!(sim.status().checkpoints.is_empty());
 
-    reports(&mut sim, Some("3"), None);
+    sim.reports(Some("3"), None);
     let plan = sim.at(50).step();
     assert!(
         plan.events[0].note.contains("lower than the 10"),
@@ -258,7 +243,6 @@ fn hostile_reports_are_set_aside_and_said_once() {
     );
     assert_eq!(sim.status().progress.as_ref().unwrap().at, time(40));
     assert!(sim.status().ignored_report.is_some());
-    let _ = t(0);
 }
 
 #[test]
@@ -267,7 +251,7 @@ fn the_status_keeps_at_most_the_policys_number_of_checkpoints() {
     policy.checkpoints.keep = 2;
     let mut sim = Sim::running(named(policy)).at_once();
     for (i, at) in [(1, 20), (2, 30), (3, 40)] {
-        reports(&mut sim, None, Some(&format!("step-{i}")));
+        sim.reports(None, Some(&format!("step-{i}")));
         sim.at(at).step();
     }
     let kept: Vec<_> = refs(&sim).into_iter().map(|(r, _, _)| r).collect();

@@ -3,8 +3,8 @@
 //! row, the progress recorded never goes back, and nothing grows past its bound.
 
 use agent_supervisor::api::{BackoffType, RestartPolicySpec};
-use agent_supervisor::supervise::progress::{Reported, resume_point};
-use agent_supervisor::supervise::{LeaseFacts, Plan, PolicyResolution};
+use agent_supervisor::supervise::progress::resume_point;
+use agent_supervisor::supervise::{Plan, PolicyResolution};
 use proptest::prelude::*;
 
 use crate::config;
@@ -119,14 +119,8 @@ proptest! {
                         reported += delta;
                     }
                     let value = if garbage { "lots".to_string() } else { reported.to_string() };
-                    sim.input.lease = Some(LeaseFacts {
-                        holder: sim.status().pod_name.clone(),
-                        renew_time: Some(sim.input.now),
-                        reported: Reported {
-                            progress: delta.map(|_| value),
-                            checkpoint: checkpoint.map(|c| format!("step-{c}")),
-                        },
-                    });
+                    let checkpoint = checkpoint.map(|c| format!("step-{c}"));
+                    sim.reports(delta.map(|_| value.as_str()), checkpoint.as_deref());
                     sim.at(now).step()
                 }
                 Step::Crash { ran, checkpoint } => {

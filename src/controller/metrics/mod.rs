@@ -304,10 +304,14 @@ impl Metrics {
         }
         for event in &plan.events {
             match event.reason {
-                EventReason::CircuitOpened => self.breaker_trips.inc(),
-                EventReason::CheckpointPoisoned => self.checkpoints_poisoned.inc(),
-                _ => 0,
-            };
+                EventReason::CircuitOpened => {
+                    self.breaker_trips.inc();
+                }
+                EventReason::CheckpointPoisoned => {
+                    self.checkpoints_poisoned.inc();
+                }
+                _ => {}
+            }
         }
         if after.phase == Some(Phase::Stopped) && before.phase != Some(Phase::Stopped) {
             let reason = after

@@ -63,7 +63,7 @@ impl Decider<'_> {
         record.message = message;
         record.ran_for = ran_for;
         record.fingerprint = fingerprint;
-        record.checkpoint = self.resumed_from();
+        record.checkpoint = self.s.resumed_from.clone();
         record.progress = self.s.progress.as_ref().map(|p| p.value);
 
         match (class, shutdown) {

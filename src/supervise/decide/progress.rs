@@ -85,16 +85,6 @@ impl Decider<'_> {
         }
     }
 
-    /// The checkpoint the current attempt was handed, as its pod says (or, without it, the
-    /// status).
-    pub(super) fn resumed_from(&self) -> Option<String> {
-        match self.attempt_pod() {
-            Some(pod) => pod.origin.checkpoint.clone(),
-            // The pod is gone (deleted by someone): the status remembers.
-            None => self.s.resumed_from.clone(),
-        }
-    }
-
     /// The current attempt resumed from `resumed` and failed (`healthy`: after running for
     /// `resetAfter`, which proves the checkpoint good). Unless it reported a newer checkpoint,
     /// that is one more failed resume of it; at `checkpoints.maxFailures` in a row it is
