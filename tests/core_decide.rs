@@ -47,5 +47,7 @@ mod shutdown;
 mod sim;
 #[path = "core_decide/spec.rs"]
 mod spec;
+#[path = "core_decide/stalls.rs"]
+mod stalls;
 #[path = "core_decide/suspend.rs"]
 mod suspend;

@@ -76,6 +76,7 @@ pub fn policy() -> RestartPolicySpec {
         max_retry_after: Duration::from_secs(3600),
         outage: None,
         checkpoints: Default::default(),
+        progress: None,
     }
 }
 

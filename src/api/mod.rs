@@ -9,6 +9,7 @@ mod group_status;
 pub mod outage;
 mod policy;
 mod reference;
+mod resume;
 mod template;
 
 pub use agent::*;
@@ -20,6 +21,7 @@ pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 pub use outage::{Outage, OutagePolicy, OutageState};
 pub use policy::*;
 pub use reference::{field_paths, field_reference};
+pub use resume::{CheckpointPolicy, ProgressPolicy};
 pub use template::PodTemplate;
 
 use schemars::JsonSchema;
@@ -76,6 +78,9 @@ pub enum FailureReason {
     HeartbeatLost,
     /// The pod was not Running within the policy's startupTimeout.
     StartupTimeout,
+    /// The agent ran, but its reported progress did not grow within the policy's
+    /// `progress.stallTimeout`: its pod was stopped.
+    NoProgress,
     /// The pod was evicted from its node.
     Evicted,
     /// The pod was preempted by a higher-priority pod.
@@ -90,12 +95,13 @@ pub enum FailureReason {
 
 impl FailureReason {
     /// Every value, in declaration order.
-    pub const ALL: [FailureReason; 10] = [
+    pub const ALL: [FailureReason; 11] = [
         FailureReason::Error,
         FailureReason::OomKilled,
         FailureReason::Signal,
         FailureReason::HeartbeatLost,
         FailureReason::StartupTimeout,
+        FailureReason::NoProgress,
         FailureReason::Evicted,
         FailureReason::Preempted,
         FailureReason::NodeLost,
@@ -110,6 +116,7 @@ impl FailureReason {
             FailureReason::Signal => "Signal",
             FailureReason::HeartbeatLost => "HeartbeatLost",
             FailureReason::StartupTimeout => "StartupTimeout",
+            FailureReason::NoProgress => "NoProgress",
             FailureReason::Evicted => "Evicted",
             FailureReason::Preempted => "Preempted",
             FailureReason::NodeLost => "NodeLost",

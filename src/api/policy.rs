@@ -94,36 +94,12 @@ pub struct RestartPolicySpec {
 
     /// What is kept of the checkpoints agents report, and when one is given up on.
     #[serde(default)]
-    pub checkpoints: CheckpointPolicy,
-}
+    pub checkpoints: super::CheckpointPolicy,
 
-/// The checkpoints an agent reports (`supervisor.dev/checkpoint` on its heartbeat Lease, or
-/// `checkpoint` in its typed termination message): each new attempt resumes from the newest one
-/// that is not poisoned (`AGENT_CHECKPOINT`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CheckpointPolicy {
-    /// How many checkpoints `status.checkpoints` keeps, newest first: 1 to 20. Default 5.
-    #[serde(default = "defaults::checkpoints_keep")]
-    #[schemars(range(min = 1, max = 20))]
-    pub keep: u32,
-
-    /// A checkpoint is poisoned once this many attempts in a row resumed from it and failed
-    /// before reporting a newer one; the next attempt resumes from the one before it (or from
-    /// scratch). Disruptions, held restarts and stops by the group do not count. 1 to 100.
-    /// Default 3.
-    #[serde(default = "defaults::checkpoints_max_failures")]
-    #[schemars(range(min = 1, max = 100))]
-    pub max_failures: u32,
-}
-
-impl Default for CheckpointPolicy {
-    fn default() -> Self {
-        CheckpointPolicy {
-            keep: defaults::checkpoints_keep(),
-            max_failures: defaults::checkpoints_max_failures(),
-        }
-    }
+    /// What the progress agents report means for their supervision: a stall is a failure, and
+    /// a reset may require progress. Off when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<super::ProgressPolicy>,
 }
 
 impl Default for RestartPolicySpec {
@@ -139,7 +115,8 @@ impl Default for RestartPolicySpec {
             rules: Vec::new(),
             max_retry_after: defaults::max_retry_after(),
             outage: None,
-            checkpoints: CheckpointPolicy::default(),
+            checkpoints: super::CheckpointPolicy::default(),
+            progress: None,
         }
     }
 }
@@ -397,11 +374,5 @@ pub mod defaults {
     }
     pub fn max_retry_after() -> Duration {
         Duration::from_secs(3600)
-    }
-    pub fn checkpoints_keep() -> u32 {
-        5
-    }
-    pub fn checkpoints_max_failures() -> u32 {
-        3
     }
 }

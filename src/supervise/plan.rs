@@ -69,6 +69,8 @@ pub enum EventReason {
     RestartScheduled,
     Restarted,
     HeartbeatLost,
+    /// A running agent's reported progress stopped growing: its pod is stopped.
+    NoProgress,
     CircuitOpened,
     CircuitHalfOpen,
     CircuitClosed,
@@ -91,12 +93,13 @@ pub enum EventReason {
 
 impl EventReason {
     /// Every reason, in declaration order.
-    pub const ALL: [EventReason; 19] = [
+    pub const ALL: [EventReason; 20] = [
         EventReason::PodCreated,
         EventReason::Crashed,
         EventReason::RestartScheduled,
         EventReason::Restarted,
         EventReason::HeartbeatLost,
+        EventReason::NoProgress,
         EventReason::CircuitOpened,
         EventReason::CircuitHalfOpen,
         EventReason::CircuitClosed,
@@ -120,6 +123,7 @@ impl EventReason {
             EventReason::RestartScheduled => "RestartScheduled",
             EventReason::Restarted => "Restarted",
             EventReason::HeartbeatLost => "HeartbeatLost",
+            EventReason::NoProgress => "NoProgress",
             EventReason::CircuitOpened => "CircuitOpened",
             EventReason::CircuitHalfOpen => "CircuitHalfOpen",
             EventReason::CircuitClosed => "CircuitClosed",
@@ -142,6 +146,7 @@ impl EventReason {
             self,
             EventReason::Crashed
                 | EventReason::HeartbeatLost
+                | EventReason::NoProgress
                 | EventReason::CircuitOpened
                 | EventReason::RestartLimitExceeded
                 | EventReason::PolicyNotFound

@@ -66,6 +66,7 @@ mod tests {
             (Signal, Some(143), Restart),
             (HeartbeatLost, None, Restart),
             (StartupTimeout, None, Restart),
+            (NoProgress, None, Restart),
             (Evicted, None, Ignore),
             (Preempted, None, Ignore),
             (NodeLost, None, Ignore),

@@ -37,6 +37,9 @@ pub struct Row {
     pub group: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created_at: Option<Time>,
+    /// How far the agent has got, if it reports progress (`status.progress.value`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<u64>,
     /// Restarts within `top`'s window (0 in `list`).
     #[serde(skip_serializing_if = "is_zero")]
     pub recent_restarts: u32,
@@ -92,6 +95,7 @@ pub fn row(agent: &Agent) -> Row {
         pod: status.pod_name.clone(),
         group: status.group.as_ref().map(|g| g.name.clone()),
         created_at: agent.metadata.creation_timestamp.clone(),
+        progress: status.progress.as_ref().map(|p| p.value),
         recent_restarts: 0,
     }
 }

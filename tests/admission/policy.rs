@@ -118,6 +118,27 @@ async fn invalid_restart_policies_are_rejected_with_a_message_naming_the_field()
             vec!["spec.checkpoints.maxFailures", "greater than or equal to 1"],
         ),
         (
+            "progress-stall-zero",
+            json!({ "progress": { "stallTimeout": "0s" } }),
+            vec![
+                "spec.progress.stallTimeout",
+                "stallTimeout must be longer than 0s",
+            ],
+        ),
+        (
+            "progress-stall-words",
+            json!({ "progress": { "stallTimeout": "a while" } }),
+            vec![
+                "spec.progress.stallTimeout",
+                "must be a duration such as 30s, 5m or 1h30m",
+            ],
+        ),
+        (
+            "progress-required-text",
+            json!({ "progress": { "requiredForReset": "yes" } }),
+            vec!["spec.progress.requiredForReset", "boolean"],
+        ),
+        (
             "window-zero",
             json!({ "limits": { "maxRestarts": 3, "window": "0s" } }),
             vec![
@@ -233,6 +254,7 @@ async fn valid_policies_are_accepted_and_defaulted_by_the_server() {
             "outage",
             json!({ "outage": { "agents": 5 }, "maxRetryAfter": "15m" }),
         ),
+        ("progress", json!({ "progress": { "stallTimeout": "20m" } })),
     ] {
         api.create(&PostParams::default(), &policy(name, spec))
             .await
@@ -264,5 +286,15 @@ async fn valid_policies_are_accepted_and_defaulted_by_the_server() {
         empty.max_retry_after.to_string(),
         "1h",
         "maxRetryAfter defaults to 1h"
+    );
+    let progress = api.get("progress").await.expect("read back").spec;
+    let progress = progress.progress.expect("progress kept");
+    assert_eq!(
+        (
+            progress.stall_timeout.map(|d| d.to_string()),
+            progress.required_for_reset
+        ),
+        (Some("20m".to_string()), false),
+        "requiredForReset defaults to false"
     );
 }

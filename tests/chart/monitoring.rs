@@ -5,7 +5,7 @@ use crate::{RELEASE, chart, documents, template, the};
 
 /// The PrometheusRule's alerts, and a ServiceMonitor that selects the metrics Service's port.
 #[test]
-fn prometheus_rule_alerts_on_breakers_outages_give_ups_flapping_and_poisoned_checkpoints() {
+fn prometheus_rule_alerts_on_breakers_outages_give_ups_flapping_checkpoints_and_stalls() {
     let sets = ["prometheusRule.enabled=true,serviceMonitor.enabled=true"];
     let docs = documents(&template("ops", &sets));
     let rule = the(&docs, "PrometheusRule", "ops", RELEASE);
@@ -30,6 +30,10 @@ fn prometheus_rule_alerts_on_breakers_outages_give_ups_flapping_and_poisoned_che
             ("increase(agent_supervisor_restarts_total[15m]) > 10", ""),
             (
                 "increase(agent_supervisor_checkpoints_poisoned_total[15m]) > 0",
+                ""
+            ),
+            (
+                r#"increase(agent_supervisor_crashes_total{reason="NoProgress"}[15m]) > 0"#,
                 ""
             ),
         ]
@@ -122,6 +126,7 @@ fn the_grafana_dashboard_ships_as_a_configmap_for_the_sidecar() {
         "Reconcile duration",
         "Reconcile errors",
         "Poisoned checkpoints",
+        "Runs stopped for no progress",
     ] {
         assert!(titles.contains(&want), "no panel {want:?}: {titles:?}");
     }

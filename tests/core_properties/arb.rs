@@ -166,6 +166,7 @@ pub(crate) fn arb_policy() -> BoxedStrategy<RestartPolicySpec> {
                 max_retry_after,
                 outage: None,
                 checkpoints: Default::default(),
+                progress: None,
             },
         )
         .boxed()

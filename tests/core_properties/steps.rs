@@ -123,6 +123,7 @@ pub(crate) fn arb_walk_policy() -> BoxedStrategy<RestartPolicySpec> {
                 max_retry_after: Duration::from_secs(max_retry_after),
                 outage: None,
                 checkpoints: Default::default(),
+                progress: None,
             },
         )
         .boxed()

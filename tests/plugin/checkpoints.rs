@@ -84,3 +84,42 @@ async fn why_and_history_tell_where_attempts_resume_and_what_was_poisoned() {
     .await;
     assert!(!plugin(&ns, &["why", "plain"]).contains("checkpoint"));
 }
+
+#[tokio::test]
+async fn why_tells_how_long_progress_may_stand_still() {
+    let ns = setup().await;
+    ns.create_policy(
+        "judged",
+        json!({ "progress": { "stallTimeout": "10m", "requiredForReset": true } }),
+    )
+    .await;
+    let spec = json!({
+        "restartPolicyRef": { "name": "judged" },
+        "heartbeat": { "timeout": "1m" },
+    });
+    let status = json!({
+        "phase": "Running", "podName": "grinder-3", "attempt": 3, "restartCount": 2,
+        "consecutiveFailures": 2,
+        "lastFailure": {
+            "time": at(-900), "reason": "NoProgress", "class": "Transient",
+            "message": "progress stayed at 40 for 600s (stallTimeout 10m)", "ranFor": "12m",
+        },
+        "progress": { "value": 42, "at": at(-1200) },
+    });
+    agent_with(&ns, "grinder", spec, status.clone()).await;
+    let why = plugin(&ns, &["why", "grinder"]);
+    assert_says(
+        &why,
+        &[
+            "If its progress (now 42, last grown 20m ago) does not grow for 10m (the stallTimeout of RestartPolicy judged), the operator stops it as NoProgress and restarts it.",
+            "once it has run for 10m without failing and its progress has grown",
+            "the last failure was NoProgress, after running 12m, 15m ago: \"progress stayed at 40 for 600s",
+        ],
+    );
+
+    // Without a heartbeat there is no Lease to report on: no stall to speak of.
+    let spec = json!({ "restartPolicyRef": { "name": "judged" } });
+    agent_with(&ns, "quiet", spec, status).await;
+    let why = plugin(&ns, &["why", "quiet"]);
+    assert!(!why.contains("does not grow for"), "{why}");
+}

@@ -52,6 +52,9 @@ impl<'a> Decider<'a> {
                 {
                     return self.requeue(settled);
                 }
+                if let Some(ending) = self.stalled(pod, since) {
+                    return self.fail(ending, Some(pod));
+                }
                 self.s.phase = Some(Phase::Running);
                 self.healthy_since(since);
                 if let Some(deadline) = heartbeat_deadline {
@@ -66,7 +69,8 @@ impl<'a> Decider<'a> {
         pod.template_hash.as_deref() == Some(self.input.agent.template_hash.as_str())
     }
 
-    /// Running since `since`: after `resetAfter` the agent counts as healthy again.
+    /// Running since `since`: after `resetAfter` the agent counts as healthy again (with
+    /// `progress.requiredForReset`, once its progress has grown too).
     pub(super) fn healthy_since(&mut self, since: Timestamp) {
         let half_open = self.breaker().state == BreakerState::HalfOpen;
         if self.s.consecutive_failures == 0 && !half_open {
@@ -75,6 +79,10 @@ impl<'a> Decider<'a> {
         let healthy_at = add(since, self.policy.reset_after.as_std());
         if self.now < healthy_at {
             return self.requeue(healthy_at);
+        }
+        if !self.reset_earned(since) {
+            // Its progress growing is a change of its Lease, which wakes the next decision.
+            return;
         }
         self.s.consecutive_failures = 0;
         if half_open {

@@ -125,9 +125,11 @@ impl Decider<'_> {
         mut record: RestartRecord,
         ran_for: Option<Duration>,
     ) {
-        let healthy = ran_for.is_some_and(|r| r >= self.policy.reset_after);
+        // Healthy for resetAfter, and (when the policy requires it) getting somewhere.
+        let healthy = ran_for.is_some_and(|r| r >= self.policy.reset_after)
+            && ending.started_at.is_some_and(|s| self.reset_earned(s));
         self.failed_resume(record.checkpoint.as_deref(), healthy);
-        if ran_for.is_some_and(|r| r >= self.policy.reset_after) {
+        if healthy {
             // It had been healthy for resetAfter: this failure starts a new count.
             self.s.consecutive_failures = 0;
             if self.breaker().state == BreakerState::HalfOpen {
@@ -288,9 +290,12 @@ impl Decider<'_> {
         self.fail(ending.clone(), None);
         self.options.restart_at_once = at_once;
         // Its Event was lost with the write: it goes out now, telling what was done.
-        let told = self.plan.events[events..]
-            .iter()
-            .rposition(|e| matches!(e.reason, EventReason::Crashed | EventReason::HeartbeatLost));
+        let told = self.plan.events[events..].iter().rposition(|e| {
+            matches!(
+                e.reason,
+                EventReason::Crashed | EventReason::HeartbeatLost | EventReason::NoProgress
+            )
+        });
         if let Some(i) = told
             && self
                 .s
@@ -357,6 +362,8 @@ impl Decider<'_> {
     fn crashed_pod(&mut self, pod: Option<String>, ending: &Ending, outcome: &str) {
         let (reason, what) = if ending.reason == FailureReason::HeartbeatLost {
             (EventReason::HeartbeatLost, "lost its heartbeat".to_string())
+        } else if ending.reason == FailureReason::NoProgress {
+            (EventReason::NoProgress, "made no progress".to_string())
         } else {
             let code = ending
                 .exit_code

@@ -2,9 +2,11 @@
 //! runs and from its termination message when it ends, the checkpoint each attempt resumes
 //! from, and poisoning one that attempts keep failing from.
 
+use jiff::Timestamp;
+
 use super::Decider;
-use crate::api::{Checkpoint, Progress, Time};
-use crate::supervise::classify::add;
+use crate::api::{Checkpoint, FailureReason, Progress, Time};
+use crate::supervise::classify::{Ending, add};
 use crate::supervise::input::PodFacts;
 use crate::supervise::plan::EventReason;
 use crate::supervise::progress::{self, Reported};
@@ -14,7 +16,7 @@ use crate::supervise::progress::{self, Reported};
 /// write is a request to the API server.
 pub const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
 
-impl Decider<'_> {
+impl<'a> Decider<'a> {
     /// The pod of the attempt the status records (also when a newer one was adopted).
     fn attempt_pod(&self) -> Option<&PodFacts> {
         let attempt = self.s.attempt;
@@ -24,26 +26,28 @@ impl Decider<'_> {
             .find(|p| p.attempt == attempt && attempt > 0)
     }
 
-    /// Takes in what the attempt's pod reported on the heartbeat Lease, if the Lease is held by
-    /// it (a report left there by an earlier attempt is not this one's). `ended`: the attempt is
-    /// over, and whatever it reported is recorded now.
-    pub(super) fn take_lease_reports(&mut self, ended: bool) {
-        let Some(lease) = self.input.lease.as_ref() else {
-            return;
-        };
+    /// What the attempt's pod reported on the heartbeat Lease, if the Lease is held by it (a
+    /// report left there by an earlier attempt is not this one's).
+    fn lease_reports(&self) -> Option<&'a Reported> {
+        let lease = self.input.lease.as_ref()?;
         let holder = lease.holder.as_deref();
-        let held = self
-            .attempt_pod()
-            .is_some_and(|p| Some(p.name.as_str()) == holder);
-        if held {
-            self.take_reports(&lease.reported, ended);
+        self.attempt_pod()
+            .is_some_and(|p| Some(p.name.as_str()) == holder)
+            .then_some(&lease.reported)
+    }
+
+    /// Takes in what the attempt's pod reported on the heartbeat Lease. `at_once`: recorded
+    /// now, not held back by `PROGRESS_EVERY` (the attempt is over, or is being judged).
+    pub(super) fn take_lease_reports(&mut self, at_once: bool) {
+        if let Some(reported) = self.lease_reports() {
+            self.take_reports(reported, at_once);
         }
     }
 
     /// Records what the attempt reported: a progress that grew (at most every
-    /// `PROGRESS_EVERY`, unless `ended` or with a new checkpoint), a checkpoint not seen before
+    /// `PROGRESS_EVERY`, unless `at_once` or with a new checkpoint), a checkpoint not seen before
     /// (newest first, at most `checkpoints.keep`); what is set aside is said once.
-    pub(super) fn take_reports(&mut self, reported: &Reported, ended: bool) {
+    pub(super) fn take_reports(&mut self, reported: &Reported, at_once: bool) {
         let before = self.s.progress.as_ref().map(|p| p.value);
         let report = progress::read(reported, before);
         if let Some(ignored) = report.ignored.first() {
@@ -63,7 +67,7 @@ impl Decider<'_> {
             .is_none_or(|p| add(p.at.0, PROGRESS_EVERY) <= self.now);
         if let Some(value) = report.progress
             && before.is_none_or(|b| value > b)
-            && (ended || due || checkpoint.is_some())
+            && (at_once || due || checkpoint.is_some())
         {
             self.s.progress = Some(Progress {
                 value,
@@ -83,6 +87,77 @@ impl Decider<'_> {
             let keep = self.policy.checkpoints.keep.clamp(1, 20) as usize;
             self.s.checkpoints.truncate(keep);
         }
+    }
+
+    /// Whether the attempt's progress grew since `since`: as recorded, or on its Lease and not
+    /// recorded yet (held back by `PROGRESS_EVERY`).
+    pub(super) fn grew_since(&self, since: Timestamp) -> bool {
+        let recorded = self.s.progress.as_ref();
+        recorded.is_some_and(|p| p.at.0 >= since) || self.unrecorded_growth()
+    }
+
+    /// The Lease reports a progress beyond the recorded one.
+    fn unrecorded_growth(&self) -> bool {
+        let before = self.s.progress.as_ref().map(|p| p.value);
+        let reported = self
+            .lease_reports()
+            .and_then(|r| progress::read(r, before).progress);
+        reported.is_some_and(|value| before.is_none_or(|b| value > b))
+    }
+
+    /// Whether `resetAfter` of running since `since` makes the agent healthy again: with
+    /// `progress.requiredForReset`, only if its progress grew meanwhile.
+    pub(super) fn reset_earned(&self, since: Timestamp) -> bool {
+        let required = self
+            .policy
+            .progress
+            .as_ref()
+            .is_some_and(|p| p.required_for_reset);
+        !required || self.grew_since(since)
+    }
+
+    /// A Running attempt (since `since`) whose progress has not grown for the policy's
+    /// `progress.stallTimeout` is stuck: its ending, to be failed with. The clock starts at the
+    /// end of the heartbeat's grace period, and again whenever the progress grows; without a
+    /// heartbeat there is no Lease to report on, and no stall. Otherwise it looks again when
+    /// the time is up.
+    pub(super) fn stalled(&mut self, pod: &PodFacts, since: Timestamp) -> Option<Ending> {
+        let stall = self.policy.progress.as_ref()?.stall_timeout?;
+        let grace = self.input.agent.heartbeat.as_ref()?.grace();
+        let grew_at = |d: &Self| {
+            d.s.progress
+                .as_ref()
+                .map(|p| p.at.0)
+                .filter(|at| *at >= since)
+        };
+        let from = grew_at(self).unwrap_or_else(|| add(since, grace.as_std()));
+        let mut deadline = add(from, stall.as_std());
+        if self.now >= deadline && self.unrecorded_growth() {
+            // It grew since the last write: recorded now, and the clock starts again.
+            self.take_lease_reports(true);
+            deadline = add(self.now, stall.as_std());
+        }
+        if self.now < deadline {
+            self.requeue(deadline);
+            return None;
+        }
+        let value = self.s.progress.as_ref().map(|p| p.value);
+        let message = match (grew_at(self), value) {
+            (Some(at), Some(value)) => format!(
+                "progress stayed at {value} for {}s (stallTimeout {stall})",
+                (self.now - at).get_seconds()
+            ),
+            (None, Some(value)) => format!(
+                "progress did not grow past {value} within {grace} + {stall} of starting (heartbeat grace period + stallTimeout)"
+            ),
+            (_, None) => format!(
+                "no progress reported within {grace} + {stall} of starting (heartbeat grace period + stallTimeout)"
+            ),
+        };
+        let mut ending = Ending::bare(FailureReason::NoProgress, message);
+        ending.started_at = Some(since);
+        ending.container = pod.agent().map(|c| c.name.clone());
+        Some(ending)
     }
 
     /// The current attempt resumed from `resumed` and failed (`healthy`: after running for

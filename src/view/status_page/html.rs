@@ -133,7 +133,7 @@ pub fn html(page: &StatusPage) -> String {
             if ns.total == 1 { "" } else { "s" },
             counts
         ));
-        h.push_str("<table><tr><th>agent</th><th>phase</th><th>restarts</th><th>breaker</th><th>last failure</th><th>next restart</th><th>group</th></tr>\n");
+        h.push_str("<table><tr><th>agent</th><th>phase</th><th>restarts</th><th>breaker</th><th>last failure</th><th>next restart</th><th>progress</th><th>group</th></tr>\n");
         for r in &ns.agents {
             let class = if hot.contains(&(r.namespace.as_str(), r.name.as_str())) {
                 " class=\"hot\""
@@ -146,13 +146,14 @@ pub fn html(page: &StatusPage) -> String {
                 time(now, r.next_restart_at.as_ref())
             };
             h.push_str(&format!(
-                "<tr{class}><td>{}</td><td class=\"{1}\">{1}</td><td>{2}</td><td>{3}</td><td class=\"msg\">{4}</td><td>{5}</td><td>{6}</td></tr>\n",
+                "<tr{class}><td>{}</td><td class=\"{1}\">{1}</td><td>{2}</td><td>{3}</td><td class=\"msg\">{4}</td><td>{5}</td><td>{6}</td><td>{7}</td></tr>\n",
                 escape(&r.name),
                 escape(&r.phase),
                 r.restarts,
                 escape(&r.breaker),
                 escape(&failure_text(r)),
                 next,
+                r.progress.map_or("-".to_string(), |p| p.to_string()),
                 escape(r.group.as_deref().unwrap_or("-")),
             ));
         }

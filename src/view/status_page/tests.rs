@@ -237,3 +237,30 @@ fn a_standby_replica_says_it_watches_nothing() {
     assert!(out.contains("This replica is not leading"), "{out}");
     assert!(out.contains("0 agents at"), "{out}");
 }
+
+#[test]
+fn progress_is_shown_where_agents_report_it() {
+    let snapshot = Snapshot {
+        now: now(),
+        watching: true,
+        agents: vec![
+            agent(
+                "work",
+                "summarizer",
+                json!({ "phase": "Running", "attempt": 2, "progress": { "value": 1234, "at": "2026-11-22T11:58:00Z" } }),
+            ),
+            agent("work", "plain", json!({ "phase": "Running", "attempt": 1 })),
+        ],
+        ..Snapshot::default()
+    };
+    let data = page(&snapshot);
+    let rows = &data.namespaces[0].agents;
+    let progress = |name: &str| rows.iter().find(|r| r.name == name).unwrap().progress;
+    assert_eq!(
+        (progress("summarizer"), progress("plain")),
+        (Some(1234), None)
+    );
+    let out = html(&data);
+    assert!(out.contains("<th>progress</th>"), "{out}");
+    assert!(out.contains("<td>1234</td>"), "{out}");
+}

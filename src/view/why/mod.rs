@@ -245,6 +245,7 @@ fn with_context(mut why: Why, facts: &Facts, status: &crate::api::AgentStatus) -
     let explained = [
         "Crashed",
         "HeartbeatLost",
+        "NoProgress",
         "CircuitOpened",
         "RestartLimitExceeded",
         "CheckpointPoisoned",

@@ -83,12 +83,19 @@ pub(super) fn running(c: &Context, why: &mut Why) {
         name,
         status,
         policy,
+        policy_name,
         ready_reason,
         last_failure,
         pod,
         ..
     } = c;
     let cmd = |verb: &str| c.cmd(verb);
+    let progress_rules = policy.progress.clone().unwrap_or_default();
+    let needs_progress = if progress_rules.required_for_reset {
+        " and its progress has grown"
+    } else {
+        ""
+    };
     let breaker = status.circuit_breaker.clone().unwrap_or_default();
     let readiness = match ready_reason.as_str() {
         "PodReady" => "",
@@ -121,7 +128,7 @@ pub(super) fn running(c: &Context, why: &mut Why) {
         )
     } else if status.consecutive_failures > 0 {
         format!(
-            "It failed {} times in a row before this run; the count goes back to zero once it has run for {} without failing. If it fails, the operator restarts it{}.",
+            "It failed {} times in a row before this run; the count goes back to zero once it has run for {} without failing{needs_progress}. If it fails, the operator restarts it{}.",
             status.consecutive_failures,
             duration(policy.reset_after),
             backoff_phrase(policy)
@@ -132,6 +139,18 @@ pub(super) fn running(c: &Context, why: &mut Why) {
             backoff_phrase(policy)
         )
     };
+    if let Some(stall) = progress_rules.stall_timeout
+        && c.facts.agent.spec.heartbeat.is_some()
+    {
+        let now = match &status.progress {
+            Some(p) => format!(" (now {}, last grown {})", p.value, c.at(&p.at)),
+            None => " (none reported yet)".to_string(),
+        };
+        why.next.push_str(&format!(
+            " If its progress{now} does not grow for {} (the stallTimeout of {policy_name}), the operator stops it as NoProgress and restarts it.",
+            duration(stall)
+        ));
+    }
     why.action = "Nothing needs doing. To restart it anyway:".into();
     why.command = Some(cmd("restart"));
 }
