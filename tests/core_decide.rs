@@ -37,6 +37,8 @@ mod outage;
 mod pods;
 #[path = "core_decide/restart.rs"]
 mod restart;
+#[path = "core_decide/resuming.rs"]
+mod resuming;
 #[path = "core_decide/retry_after.rs"]
 mod retry_after;
 #[path = "core_decide/rules.rs"]

@@ -57,11 +57,14 @@ impl<'a> Decider<'a> {
         let Some(outage) = pending.and_then(|r| self.outage(r.fingerprint.as_deref())) else {
             return false;
         };
+        let mut resumed = None;
         if let Some(record) = self.s.restart_history.first_mut() {
             record.trigger = Trigger::Outage;
             record.backoff = None;
+            resumed = record.checkpoint.clone();
         }
         self.s.consecutive_failures = self.s.consecutive_failures.saturating_sub(1);
+        self.undo_failed_resume(resumed.as_deref());
         let note = format!(
             "Restart held: RestartPolicy {} declared an outage for this failure (fingerprint {}); it restarts when the outage ends",
             self.policy_name(),

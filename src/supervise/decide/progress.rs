@@ -205,6 +205,25 @@ impl<'a> Decider<'a> {
         self.event(EventReason::CheckpointPoisoned, note);
     }
 
+    /// A failure counted as a failed resume of `resumed` no longer counts (an outage holds its
+    /// restart): its mark is taken back, and a poisoning it caused with it. The checkpoint was
+    /// good when the attempt resumed from it, so a poisoned one was poisoned by this failure.
+    pub(super) fn undo_failed_resume(&mut self, resumed: Option<&str>) {
+        let Some(resumed) = resumed else {
+            return;
+        };
+        let max = self.policy.checkpoints.max_failures.max(1);
+        if let Some(checkpoint) = self
+            .s
+            .checkpoints
+            .iter_mut()
+            .find(|c| c.reference == resumed && c.failures > 0)
+        {
+            checkpoint.failures -= 1;
+            checkpoint.poisoned = checkpoint.poisoned && checkpoint.failures >= max;
+        }
+    }
+
     /// A reset gives every checkpoint another chance.
     pub(super) fn clear_poison(&mut self) {
         for checkpoint in &mut self.s.checkpoints {
