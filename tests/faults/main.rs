@@ -79,6 +79,11 @@ async fn shutdown_by_status_patch() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoint_resume_poison() {
+    explore(&scenarios::CHECKPOINTS).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn group_one_for_all() {
     explore(&groups::GROUP_ONE_FOR_ALL).await;
 }

@@ -170,6 +170,9 @@ pub struct Record {
     pub signal: Option<i32>,
     pub backoff: Option<String>,
     pub restarted: bool,
+    /// The checkpoint the attempt resumed from, and how far it got.
+    pub checkpoint: Option<String>,
+    pub progress: Option<u64>,
 }
 
 /// The last failure without its time and message (a HeartbeatLost message says how long the
@@ -211,6 +214,11 @@ pub struct Normal {
     pub group: Option<(String, Option<String>)>,
     /// Every pod ever created for the Agent, sorted: an extra attempt is an action done twice.
     pub pods_created: Vec<String>,
+    /// The progress recorded (its time left out).
+    pub progress: Option<u64>,
+    /// The checkpoints as (ref, attempt, progress, failures, poisoned), newest first.
+    pub checkpoints: Vec<(String, u32, Option<u64>, u32, bool)>,
+    pub resumed_from: Option<String>,
 }
 
 impl Normal {
@@ -252,6 +260,8 @@ impl Normal {
                         .filter(|_| !matches!(r.trigger, Trigger::Group | Trigger::Outage))
                         .map(|b| b.to_string()),
                     restarted: r.restarted_at.is_some(),
+                    checkpoint: r.checkpoint.clone(),
+                    progress: r.progress,
                 })
                 .collect(),
             breaker: status.circuit_breaker.as_ref().map(|b| {
@@ -272,6 +282,16 @@ impl Normal {
             handled_reset_request: status.handled_reset_request.clone(),
             group: membership(&status.group),
             pods_created,
+            progress: status.progress.as_ref().map(|p| p.value),
+            checkpoints: status
+                .checkpoints
+                .iter()
+                .map(|c| {
+                    let mark = (c.failures, c.poisoned);
+                    (c.reference.clone(), c.attempt, c.progress, mark.0, mark.1)
+                })
+                .collect(),
+            resumed_from: status.resumed_from.clone(),
         }
     }
 }

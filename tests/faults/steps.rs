@@ -184,6 +184,21 @@ impl Run {
             .expect("patch the agent's status");
     }
 
+    /// The pod of `attempt` reports `progress` and `checkpoint` on the agent's Lease, once the
+    /// operator has made the Lease.
+    pub async fn report(&self, attempt: u32, progress: &str, checkpoint: &str) {
+        let leases = self.ns.api::<Lease>();
+        let lease = self.agent;
+        eventually(STEP, &format!("Lease {lease} to exist"), || {
+            let leases = leases.clone();
+            async move { leases.get_opt(lease).await.ok()?.map(|_| ()) }
+        })
+        .await;
+        self.ns
+            .report_on_lease(lease, &self.pod(attempt), progress, checkpoint)
+            .await;
+    }
+
     /// Keeps renewing the agent's Lease as `holder`, twice a second, until the run ends.
     pub fn heartbeat(&self, holder: String) {
         let leases = self.ns.api::<Lease>();
