@@ -14,21 +14,17 @@ use tokio::sync::Semaphore;
 
 use crate::monitor::Monitor;
 use crate::normal::End;
+use crate::points::{crash_points, repeat};
 use crate::scenarios::Scenario;
+use crate::settle::settle;
 use crate::steps::Run;
 use crate::support::faults::{Faults, Mutation};
 use crate::support::{Operator, TestNamespace};
 
-/// Quick mode explores at most this many crash points per scenario.
-const QUICK_POINTS: usize = 8;
-
-/// After the end state is reached, the operator is given this long to do something wrong (a
-/// repeated action, a late write over the end state) before the state is read.
-const SETTLE: Duration = Duration::from_secs(2);
-
-/// How long the operator holds an object's Events after sending one: well inside `SETTLE`, so
-/// the Events of the last decisions are sent before they are counted (the Events are compared
-/// to tell decisions, not how they were batched, which the controller tests show).
+/// How long the operator holds an object's Events after sending one. The Events of the last
+/// decisions go out when their window closes: they are counted twice the window after the
+/// operator settled (the Events are compared to tell decisions, not how they were batched,
+/// which the controller tests show).
 const EVENT_WINDOW: Duration = Duration::from_millis(250);
 
 /// Runs at once across the whole binary (`FAULTS_CONCURRENCY`, default 4).
@@ -57,44 +53,8 @@ struct Outcome {
     events: BTreeMap<String, usize>,
     /// How many requests the first operator had made when the story reached its focus.
     focus: Option<usize>,
-}
-
-/// The crash points to explore, given the uninterrupted run's requests: `FAULTS_K=3,7` picks
-/// them; `FAULTS=thorough` takes every one; else (quick) the requests that act or record —
-/// everything but Events, whose loss only loses that Event — at most `QUICK_POINTS` of them,
-/// spread evenly from the first to the last (or from the first after the story's focus).
-fn crash_points(baseline: &[Mutation], focus: Option<usize>) -> Vec<usize> {
-    if let Ok(list) = std::env::var("FAULTS_K") {
-        return list
-            .split(',')
-            .map(|k| k.trim().parse().expect("FAULTS_K is a list of numbers"))
-            .collect();
-    }
-    if std::env::var("FAULTS").is_ok_and(|v| v == "thorough") {
-        return (1..=baseline.len()).collect();
-    }
-    let acts: Vec<usize> = baseline
-        .iter()
-        .filter(|m| !m.path.ends_with("/events") && m.index > focus.unwrap_or(0))
-        .map(|m| m.index)
-        .collect();
-    if acts.len() <= QUICK_POINTS {
-        return acts;
-    }
-    let mut points: Vec<usize> = (0..QUICK_POINTS)
-        .map(|i| acts[i * (acts.len() - 1) / (QUICK_POINTS - 1)])
-        .collect();
-    points.dedup();
-    points
-}
-
-/// How many times each crash point is run (`FAULTS_REPEAT`, default 1): the operator's
-/// requests interleave differently from run to run, and so do some of its bugs.
-fn repeat() -> usize {
-    std::env::var("FAULTS_REPEAT")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1)
+    /// How many it had made when the story ended, before the proof that it settled.
+    story_end: usize,
 }
 
 /// Explores `scenario` and panics with every broken invariant and every diverging end state.
@@ -128,7 +88,7 @@ pub async fn explore(scenario: &'static Scenario) {
         lines(&baseline.mutations)
     );
 
-    let points = crash_points(&baseline.mutations, baseline.focus);
+    let points = crash_points(&baseline.mutations, baseline.focus, baseline.story_end);
     let runs: Vec<_> = points
         .iter()
         .flat_map(|&k| std::iter::repeat_n(k, repeat()))
@@ -340,15 +300,19 @@ async fn run_once(
     let driven = AssertUnwindSafe((scenario.drive)(&run))
         .catch_unwind()
         .await;
+    let mut story_end = faults.mutations().len();
     let stuck = match driven {
         Ok(()) => {
+            // Events that reached a late watch before the story ended are delivered by now.
+            tokio::time::sleep(watch.lag.unwrap_or_default()).await;
+            story_end = faults.mutations().len();
             let crashed_before_the_end = faults.has_crashed();
-            // A late operator settles later too.
-            tokio::time::sleep(SETTLE + watch.lag.unwrap_or_default()).await;
+            settle(&run.ns, scenario.agents, scenario.groups).await;
             if faults.has_crashed() && !crashed_before_the_end {
-                // Crashed while settling: give the fresh operator its own time to settle.
-                tokio::time::sleep(SETTLE).await;
+                // Crashed while settling: the fresh operator must settle too.
+                settle(&run.ns, scenario.agents, scenario.groups).await;
             }
+            tokio::time::sleep(EVENT_WINDOW * 2).await;
             None
         }
         Err(panic) => Some(
@@ -385,6 +349,7 @@ async fn run_once(
         violations,
         events,
         focus: run.focused_at(),
+        story_end,
     }
 }
 

@@ -26,12 +26,15 @@
 mod support;
 
 mod explore;
+mod group_normal;
 mod groups;
 mod layer;
 mod monitor;
 mod normal;
 mod outage;
+mod points;
 mod scenarios;
+mod settle;
 mod steps;
 
 use std::time::Duration;

@@ -4,12 +4,13 @@
 //! breaker, shutdown, handled requests, a group's orders) is kept.
 
 use agent_supervisor::api::{
-    AgentGroupStatus, AgentStatus, BreakerState, FailureClass, FailureReason, GroupMembership,
-    GroupPhase, GroupTrigger, MemberKind, Phase, ShutdownType, StopReason, Trigger,
+    Agent, AgentGroup, AgentStatus, BreakerState, FailureClass, FailureReason, GroupMembership,
+    Phase, ShutdownType, Trigger,
 };
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::group_normal::GroupNormal;
 use crate::monitor::Created;
 use crate::support::TestNamespace;
 
@@ -38,11 +39,19 @@ impl End {
                 .filter(|c| c.agent == agent)
                 .map(|c| c.name.clone())
                 .collect();
-            let normal = Normal::of(&ns.status(agent).await, &pods);
+            let object = ns.api::<Agent>().get(agent).await.expect("read the agent");
+            let status = object.status.unwrap_or_default();
+            let normal = Normal::of(&status, object.metadata.generation, &pods);
             end.agents.push((agent.to_string(), normal));
         }
         for &group in groups {
-            let normal = GroupNormal::of(&ns.group_status(group).await);
+            let object = ns
+                .api::<AgentGroup>()
+                .get(group)
+                .await
+                .expect("read the group");
+            let status = object.status.unwrap_or_default();
+            let normal = GroupNormal::of(&status, object.metadata.generation);
             end.groups.push((group.to_string(), normal));
         }
         end
@@ -138,7 +147,7 @@ fn fields(want: &impl Serialize, got: &impl Serialize) -> Vec<String> {
 
 /// A reset key as a group writes it (`<group uid>/<value>/<second handled>`) without the uid
 /// and the time, which differ from run to run.
-fn reset_key(key: &str) -> String {
+pub(crate) fn reset_key(key: &str) -> String {
     let value = key.split_once('/').map_or(key, |(_, value)| value);
     value
         .rsplit_once('/')
@@ -147,7 +156,7 @@ fn reset_key(key: &str) -> String {
 }
 
 /// The group an Agent or group belongs to, and the last reset it ordered that was handled.
-fn membership(group: &Option<GroupMembership>) -> Option<(String, Option<String>)> {
+pub(crate) fn membership(group: &Option<GroupMembership>) -> Option<(String, Option<String>)> {
     group.as_ref().map(|g| {
         let handled = g.handled_reset.as_deref().map(reset_key);
         (g.name.clone(), handled)
@@ -205,7 +214,9 @@ pub struct Normal {
     pub shutdown: Option<(ShutdownType, Option<String>, Option<String>)>,
     /// Conditions as (type, status, reason), sorted by type.
     pub conditions: Vec<(String, String, String)>,
-    pub observed_generation: Option<i64>,
+    /// Whether the status is of the latest spec (the generations themselves differ by how
+    /// often the proof that the operator settled changed the spec).
+    pub observed_latest: bool,
     /// How many restarts count toward the restart limit (their times are clock-dependent).
     pub recent_restarts: usize,
     pub handled_restart_request: Option<String>,
@@ -222,7 +233,8 @@ pub struct Normal {
 }
 
 impl Normal {
-    pub fn of(status: &AgentStatus, pods_created: &[String]) -> Normal {
+    /// `generation`: the Agent's, whose status it is.
+    pub fn of(status: &AgentStatus, generation: Option<i64>, pods_created: &[String]) -> Normal {
         let mut pods_created = pods_created.to_vec();
         pods_created.sort();
         let mut conditions: Vec<_> = status
@@ -276,7 +288,7 @@ impl Normal {
                 .as_ref()
                 .map(|s| (s.kind, s.reason.clone(), s.source.clone())),
             conditions,
-            observed_generation: status.observed_generation,
+            observed_latest: status.observed_generation == generation,
             recent_restarts: status.recent_restarts.len(),
             handled_restart_request: status.handled_restart_request.clone(),
             handled_reset_request: status.handled_reset_request.clone(),
@@ -292,105 +304,6 @@ impl Normal {
                 })
                 .collect(),
             resumed_from: status.resumed_from.clone(),
-        }
-    }
-}
-
-/// One restart under a group, without its time.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct GroupRecord {
-    pub member: Option<String>,
-    pub reason: Option<String>,
-    pub restarted: Vec<String>,
-    pub trigger: GroupTrigger,
-}
-
-/// A group's entry for one member: what the member was, and the group's orders to it (a
-/// restart order by the attempt it ends; its due time depends on when the crash was seen).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct MemberEntry {
-    pub name: String,
-    pub kind: MemberKind,
-    pub phase: Option<String>,
-    pub restart_count: u32,
-    pub restart: Option<u32>,
-    pub waiting_for: Option<String>,
-    pub stop: Option<StopReason>,
-    pub reset: Option<String>,
-}
-
-/// The deterministic part of a group's status.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct GroupNormal {
-    pub phase: Option<GroupPhase>,
-    pub ready: Option<String>,
-    pub incarnation: u32,
-    pub restart_count: u32,
-    pub history: Vec<GroupRecord>,
-    /// How many restarts count toward the group's intensity.
-    pub recent_restarts: usize,
-    /// The incarnation that gave up, and the member whose crash made it.
-    pub gave_up: Option<(u32, Option<String>)>,
-    pub shutdown: Option<(ShutdownType, Option<String>, Option<String>)>,
-    /// Conditions as (type, status, reason), sorted by type.
-    pub conditions: Vec<(String, String, String)>,
-    pub members: Vec<MemberEntry>,
-    /// Its parent group, and the last reset the parent ordered that it carried out.
-    pub group: Option<(String, Option<String>)>,
-    pub handled_reset_request: Option<String>,
-    pub observed_generation: Option<i64>,
-}
-
-impl GroupNormal {
-    pub fn of(status: &AgentGroupStatus) -> GroupNormal {
-        let mut conditions: Vec<_> = status
-            .conditions
-            .iter()
-            .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
-            .collect();
-        conditions.sort();
-        GroupNormal {
-            phase: status.phase,
-            ready: status.ready.clone(),
-            incarnation: status.incarnation,
-            restart_count: status.restart_count,
-            history: status
-                .restart_history
-                .iter()
-                .map(|r| GroupRecord {
-                    member: r.member.clone(),
-                    reason: r.reason.clone(),
-                    restarted: r.restarted.clone(),
-                    trigger: r.trigger,
-                })
-                .collect(),
-            recent_restarts: status.recent_restarts.len(),
-            gave_up: status
-                .gave_up
-                .as_ref()
-                .map(|g| (g.incarnation, g.member.clone())),
-            shutdown: status
-                .shutdown
-                .as_ref()
-                .map(|s| (s.kind, s.reason.clone(), s.source.clone())),
-            conditions,
-            members: status
-                .members
-                .iter()
-                .map(|m| MemberEntry {
-                    name: m.name.clone(),
-                    kind: m.kind,
-                    phase: m.phase.clone(),
-                    restart_count: m.restart_count,
-                    restart: m.restart.as_ref().map(|r| r.attempt),
-                    waiting_for: m.waiting_for.clone(),
-                    stop: m.stop.as_ref().map(|s| s.reason),
-                    reset: m.reset.as_deref().map(reset_key),
-                })
-                .collect(),
-            group: membership(&status.group),
-            handled_reset_request: status.handled_reset_request.clone(),
-            observed_generation: status.observed_generation,
         }
     }
 }
