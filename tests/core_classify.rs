@@ -5,8 +5,9 @@
 
 // `facts.rs` and `retry_after.rs` take what they need of these with `use super::*`.
 use agent_supervisor::api::{FailureReason, Heartbeat, ShutdownType};
-use agent_supervisor::supervise::classify::{Ending, Liveness, ShutdownRequest, Verdict, classify};
+use agent_supervisor::supervise::classify::{Ending, Liveness, Verdict, classify};
 use agent_supervisor::supervise::input::{ContainerFacts, ContainerPhase, PodPhase, Termination};
+use agent_supervisor::supervise::last_words::ShutdownRequest;
 use agent_supervisor::supervise::{LeaseFacts, PodFacts};
 use jiff::{SignedDuration, Timestamp};
 

@@ -4,15 +4,13 @@
 use jiff::{SignedDuration, Timestamp};
 
 use super::input::{ContainerPhase, LeaseFacts, PodFacts, PodPhase, Termination};
-use crate::api::{FailureReason, Heartbeat, ShutdownType};
+use super::last_words::{RetryAfter, ShutdownRequest};
+use crate::api::{FailureReason, Heartbeat};
 
 /// Termination messages are cut to this many bytes before they are stored.
 pub const MESSAGE_LIMIT: usize = 1024;
 /// A shutdown's reason is cut to this many bytes (the schema allows 256 characters).
 pub const REASON_LIMIT: usize = 256;
-/// A termination message longer than this is not read for a shutdown request. The kubelet itself
-/// keeps at most 4 KiB.
-const SHUTDOWN_MESSAGE_LIMIT: usize = 4096;
 
 /// What a pod's state means for supervision.
 #[derive(Clone, Debug, PartialEq)]
@@ -48,24 +46,6 @@ pub struct Ending {
     /// The progress and checkpoint the agent reported in its termination message (boxed: most
     /// endings report none, and a verdict stays small).
     pub reported: Box<super::progress::Reported>,
-}
-
-/// `{"retryAfter": "15m"}` or `{"retryAfter": "2026-11-22T10:00:00Z"}` from a termination
-/// message: restart no earlier than this.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RetryAfter {
-    /// This long after the attempt ended.
-    After(std::time::Duration),
-    /// At this time.
-    At(Timestamp),
-}
-
-/// `{"shutdown":"economic"|"voluntary","reason":"...","message":"..."}` from a termination message.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ShutdownRequest {
-    pub kind: ShutdownType,
-    pub reason: Option<String>,
-    pub message: Option<String>,
 }
 
 /// What the heartbeat check needs.
@@ -231,12 +211,16 @@ fn ended(pod: &PodFacts) -> Option<Ending> {
         FailureReason::Error
     };
     // Any container may speak for the agent through its termination message.
-    let shutdown = terminated
-        .iter()
-        .find_map(|(_, t)| t.message.as_deref().and_then(shutdown_request));
-    let retry_after = terminated
-        .iter()
-        .find_map(|(_, t)| t.message.as_deref().and_then(retry_after));
+    let shutdown = terminated.iter().find_map(|(_, t)| {
+        t.message
+            .as_deref()
+            .and_then(super::last_words::shutdown_request)
+    });
+    let retry_after = terminated.iter().find_map(|(_, t)| {
+        t.message
+            .as_deref()
+            .and_then(super::last_words::retry_after)
+    });
     // The agent's own container first: it is the one that knows where the agent got to.
     let reported = std::iter::once(t)
         .chain(terminated.iter().map(|(_, t)| *t))
@@ -279,79 +263,6 @@ fn disruption(pod: &PodFacts) -> Option<FailureReason> {
     by_condition
         .or(by_reason)
         .or_else(|| (pod.deleting && !pod.is_finished()).then_some(FailureReason::NodeLost))
-}
-
-/// The JSON object a typed termination message is, if it is one.
-pub(crate) fn typed_message(message: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
-    if message.len() > SHUTDOWN_MESSAGE_LIMIT {
-        return None;
-    }
-    match serde_json::from_str(message.trim()).ok()? {
-        serde_json::Value::Object(object) => Some(object),
-        _ => None,
-    }
-}
-
-/// Reads a retry-after request from a termination message: `retryAfter` as a duration (`15m`),
-/// a number of seconds (`120`, as HTTP's `Retry-After` says it), an RFC 3339 time or an
-/// RFC 2822 date. Anything else is not one.
-pub fn retry_after(message: &str) -> Option<RetryAfter> {
-    let object = typed_message(message)?;
-    match object.get("retryAfter")? {
-        serde_json::Value::Number(n) => seconds(n.as_f64()?),
-        serde_json::Value::String(s) => {
-            let s = s.trim();
-            if s.len() > 64 {
-                return None;
-            }
-            if let Ok(d) = s.parse::<crate::api::Duration>() {
-                return Some(RetryAfter::After(d.as_std()));
-            }
-            if s.bytes().all(|b| b.is_ascii_digit()) {
-                return seconds(s.parse::<f64>().ok()?);
-            }
-            if let Ok(t) = s.parse::<Timestamp>() {
-                return Some(RetryAfter::At(t));
-            }
-            jiff::fmt::rfc2822::parse(s)
-                .ok()
-                .map(|z| RetryAfter::At(z.timestamp()))
-        }
-        _ => None,
-    }
-}
-
-/// A number of seconds, when it is one: finite, not negative, and within a year.
-fn seconds(n: f64) -> Option<RetryAfter> {
-    const YEAR: f64 = 365.0 * 24.0 * 3600.0;
-    (n.is_finite() && (0.0..=YEAR).contains(&n))
-        .then(|| RetryAfter::After(std::time::Duration::from_secs_f64(n)))
-}
-
-/// Reads a shutdown request from a termination message; anything else is not one.
-pub fn shutdown_request(message: &str) -> Option<ShutdownRequest> {
-    let object = typed_message(message)?;
-    let kind = match object
-        .get("shutdown")?
-        .as_str()?
-        .to_ascii_lowercase()
-        .as_str()
-    {
-        "economic" => ShutdownType::Economic,
-        "voluntary" => ShutdownType::Voluntary,
-        _ => return None,
-    };
-    let text = |key: &str, limit: usize| {
-        object
-            .get(key)
-            .and_then(|v| v.as_str())
-            .map(|s| truncate_to(s.to_string(), limit))
-    };
-    Some(ShutdownRequest {
-        kind,
-        reason: text("reason", REASON_LIMIT),
-        message: text("message", MESSAGE_LIMIT),
-    })
 }
 
 /// Cuts `s` to at most `MESSAGE_LIMIT` bytes, on a character boundary.

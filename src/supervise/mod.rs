@@ -11,6 +11,7 @@ mod decide;
 pub mod fingerprint;
 pub mod group;
 pub mod input;
+pub mod last_words;
 pub mod outage;
 pub mod plan;
 pub mod progress;

@@ -99,7 +99,7 @@ pub fn read(reported: &Reported, before: Option<u64>) -> Report {
 /// The `progress` and `checkpoint` of a typed termination message (a JSON object), as written:
 /// a progress may be a JSON number or a string of digits. Anything else reports nothing.
 pub fn from_message(message: &str) -> Reported {
-    let Some(object) = super::classify::typed_message(message) else {
+    let Some(object) = super::last_words::typed_message(message) else {
         return Reported::default();
     };
     let text = |key: &str| match object.get(key)? {

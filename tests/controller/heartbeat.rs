@@ -199,3 +199,85 @@ async fn renewal_by_a_stale_holder_does_not_count() {
         failure.time.0
     );
 }
+
+/// The operator in this test process with every watch event `lag` late (its caches stale).
+fn start_lagging(namespace: &str, lag: Duration) -> tokio::task::JoinHandle<()> {
+    let namespace = namespace.to_string();
+    tokio::spawn(async move {
+        let client =
+            kube::Client::try_from(crate::support::admin_config().await).expect("operator client");
+        let config = agent_supervisor::controller::Config {
+            namespaces: vec![namespace],
+            faults: agent_supervisor::controller::WatchFaults {
+                lag: Some(lag),
+                coalesce: true,
+                pods_only: false,
+            },
+            ..Default::default()
+        };
+        agent_supervisor::controller::run(client, config, futures::future::pending()).await;
+    })
+}
+
+#[tokio::test]
+async fn a_stale_lease_cache_never_kills_a_renewing_agent() {
+    let ns = TestNamespace::new().await;
+    crate::support::install_crds(&ns.client).await;
+    // Every event reaches the operator 6 s late: its cached Lease is always older than the
+    // 4 s timeout, though the agent renews it every half second.
+    let operator = start_lagging(&ns.name, Duration::from_secs(6));
+    ns.create_agent("renewer", json!({ "heartbeat": { "timeout": "4s" } }))
+        .await;
+    ns.wait_running("renewer-1").await;
+    let leases = ns.api::<Lease>();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let last_renewal = Arc::new(Mutex::new(jiff::Timestamp::now()));
+    let renewer = {
+        let (stop, last_renewal, leases) = (stop.clone(), last_renewal.clone(), leases.clone());
+        tokio::spawn(async move {
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let now = jiff::Timestamp::now();
+                let renew = json!({ "spec": { "holderIdentity": "renewer-1", "renewTime": now.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string() } });
+                if leases
+                    .patch("renewer", &PatchParams::default(), &Patch::Merge(&renew))
+                    .await
+                    .is_ok()
+                {
+                    *last_renewal.lock().unwrap() = now;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        })
+    };
+    // Renewing for well past the grace period and the lag: running, never killed.
+    ns.wait_status("renewer", "Running", |s| s.phase == Some(Phase::Running))
+        .await;
+    // (The scenario's length, not a wait for something: the checks below hold whenever it ends.)
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    renewer.await.unwrap();
+    let stopped_renewing = *last_renewal.lock().unwrap();
+
+    // Now it is hung: killed once, for that, and not before the Lease lapsed.
+    let status = ns
+        .wait_status("renewer", "HeartbeatLost", |s| {
+            s.last_failure
+                .as_ref()
+                .is_some_and(|f| f.reason == FailureReason::HeartbeatLost)
+        })
+        .await;
+    let failure = status.last_failure.unwrap();
+    let lapsed = stopped_renewing + jiff::SignedDuration::from_secs(3);
+    assert!(
+        failure.time.0 >= lapsed,
+        "killed at {} though the Lease was renewed at {stopped_renewing}",
+        failure.time.0
+    );
+    let lost: Vec<_> = status
+        .restart_history
+        .iter()
+        .filter(|r| r.reason == Some(FailureReason::HeartbeatLost))
+        .collect();
+    assert_eq!(lost.len(), 1, "one kill, after the renewals stopped");
+    operator.abort();
+}

@@ -4,9 +4,10 @@
 use agent_supervisor::api::ShutdownType;
 use agent_supervisor::supervise::PodFacts;
 use agent_supervisor::supervise::classify::{
-    Liveness, MESSAGE_LIMIT, REASON_LIMIT, classify, shutdown_request, truncate,
+    Liveness, MESSAGE_LIMIT, REASON_LIMIT, classify, truncate,
 };
 use agent_supervisor::supervise::input::PodPhase;
+use agent_supervisor::supervise::last_words::shutdown_request;
 
 use super::{
     STARTUP, base_pod, classify_ended, container, ended, ended_pod, heartbeat, lease, no_heartbeat,

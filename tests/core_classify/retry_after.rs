@@ -1,7 +1,7 @@
 //! `retryAfter` in the typed termination message: what is read, and what is safely ignored.
 
 use super::*;
-use agent_supervisor::supervise::classify::{RetryAfter, retry_after};
+use agent_supervisor::supervise::last_words::{RetryAfter, retry_after};
 
 fn after(secs: u64) -> Option<RetryAfter> {
     Some(RetryAfter::After(std::time::Duration::from_secs(secs)))

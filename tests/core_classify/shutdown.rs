@@ -3,8 +3,9 @@
 
 use agent_supervisor::api::{FailureReason, ShutdownType};
 use agent_supervisor::supervise::PodFacts;
-use agent_supervisor::supervise::classify::{MESSAGE_LIMIT, ShutdownRequest, shutdown_request};
+use agent_supervisor::supervise::classify::MESSAGE_LIMIT;
 use agent_supervisor::supervise::input::{ContainerPhase, PodPhase};
+use agent_supervisor::supervise::last_words::{ShutdownRequest, shutdown_request};
 
 use super::{base_pod, classify_ended, container, ended_pod, termination};
 

@@ -266,7 +266,7 @@ proptest! {
         {
             prop_assert!(message.len() <= classify::MESSAGE_LIMIT);
         }
-        let _ = classify::shutdown_request(&text);
+        let _ = agent_supervisor::supervise::last_words::shutdown_request(&text);
         let cut = classify::truncate(text.clone());
         prop_assert!(cut.len() <= classify::MESSAGE_LIMIT);
         prop_assert!(text.starts_with(&cut));

@@ -9,7 +9,7 @@ use crate::api::{
     BreakerState, CircuitBreakerStatus, Duration, Failure, FailureClass, FailureReason, Phase,
     RestartRecord, RuleAction, ShutdownType, Time, Trigger,
 };
-use crate::supervise::classify::{Ending, Liveness, RetryAfter, Verdict, add};
+use crate::supervise::classify::{Ending, Liveness, Verdict, add};
 use crate::supervise::input::PodFacts;
 use crate::supervise::plan::{Event, EventReason};
 use crate::supervise::{backoff, classify, rules};
@@ -313,45 +313,6 @@ impl Decider<'_> {
             );
             self.crashed(&ending, &outcome);
         }
-    }
-
-    /// The agent asked to be restarted no earlier than `retry` (cut to the policy's
-    /// `maxRetryAfter`): a restart counted toward no limit and not toward the breaker.
-    fn retry_later(
-        &mut self,
-        ending: &Ending,
-        mut record: RestartRecord,
-        retry: RetryAfter,
-        ended_at: Timestamp,
-    ) {
-        let cap = self.policy.max_retry_after.as_std();
-        let latest = add(ended_at, cap);
-        let at = match retry {
-            RetryAfter::After(d) => add(ended_at, d.min(cap)),
-            RetryAfter::At(t) => t.min(latest),
-        };
-        let at = ceil_second(at.max(self.now));
-        let pod = self.s.pod_name.clone().unwrap_or_default();
-        let code = ending
-            .exit_code
-            .map(|c| format!(", exit code {c}"))
-            .unwrap_or_default();
-        let message = ending
-            .message
-            .as_deref()
-            .map(|m| format!(": {}", excerpt(m)))
-            .unwrap_or_default();
-        let note = format!(
-            "Pod {pod} ended ({}{code}) asking to be restarted later{message}; restarting at {at} (not counted as a failure)",
-            ending.reason
-        );
-        self.event(EventReason::RestartScheduled, note);
-        record.trigger = Trigger::RetryAfter;
-        record.backoff = Some(span(self.now, at));
-        self.push_history(record);
-        self.s.phase = Some(Phase::BackingOff);
-        self.s.next_restart_at = Some(Time(at));
-        self.requeue(at);
     }
 
     pub(super) fn crashed(&mut self, ending: &Ending, outcome: &str) {

@@ -16,6 +16,7 @@ mod failure;
 mod member;
 mod outage;
 mod progress;
+mod retry_later;
 mod set_conditions;
 mod start;
 
