@@ -7,6 +7,11 @@
 //! write carries that resourceVersion as a precondition, so once the cache holds any other
 //! version, it holds the write (or the write was refused and there is nothing to wait for).
 //!
+//! A first pod's status write may wait (until the pod runs): then only the pod records the
+//! decision, and a decision on a pod cache that has not caught up with the create would make it
+//! again. So the operator also remembers the pods it created, for as long as a cache takes to
+//! show them.
+//!
 //! What others write needs no such care: a decision on an older version of a person's request
 //! is the one the operator would have made a moment earlier. What this process wrote before it
 //! started is in the cache from its first list, which reads the server's latest state.
@@ -22,6 +27,8 @@ pub struct OwnWrites(Mutex<Writes>);
 #[derive(Default)]
 struct Writes {
     made_on: HashMap<(String, String), (String, Instant)>,
+    /// The pods created, by namespace and name, and when.
+    created: HashMap<(String, String), Instant>,
     /// Writes remembered since the last sweep.
     since_sweep: usize,
 }
@@ -98,6 +105,37 @@ impl OwnWrites {
         }
     }
 
+    /// The pod `namespace/name` was created.
+    pub fn created(&self, namespace: &str, name: &str) {
+        let mut writes = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        writes.since_sweep += 1;
+        if writes.since_sweep > writes.created.len().max(1024) {
+            writes.since_sweep = 0;
+            writes
+                .created
+                .retain(|_, at| now.saturating_duration_since(*at) < Self::PATIENCE);
+        }
+        writes
+            .created
+            .insert((namespace.to_string(), name.to_string()), now);
+    }
+
+    /// Whether this process created the pod `namespace/name` so recently that a cache without
+    /// it is behind, not a sign it is gone.
+    pub fn just_created(&self, namespace: &str, name: &str) -> bool {
+        self.just_created_at(namespace, name, Instant::now())
+    }
+
+    fn just_created_at(&self, namespace: &str, name: &str, now: Instant) -> bool {
+        let writes = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (namespace.to_string(), name.to_string());
+        writes
+            .created
+            .get(&key)
+            .is_some_and(|at| now.saturating_duration_since(*at) < Self::PATIENCE)
+    }
+
     /// The Agent is gone: nothing to remember of it.
     pub fn forget(&self, namespace: &str, name: &str) {
         let mut writes = self.0.lock().unwrap_or_else(|e| e.into_inner());
@@ -136,5 +174,17 @@ mod tests {
         );
         writes.forget("ns", "a");
         assert_eq!(writes.freshness("ns", "a", "10"), Freshness::Current);
+    }
+
+    #[test]
+    fn a_created_pod_is_expected_in_the_cache_for_a_while() {
+        let writes = OwnWrites::default();
+        assert!(!writes.just_created("ns", "a-1"));
+        writes.created("ns", "a-1");
+        assert!(writes.just_created("ns", "a-1"));
+        assert!(!writes.just_created("ns", "a-2"));
+        assert!(!writes.just_created("other", "a-1"));
+        let later = Instant::now() + OwnWrites::PATIENCE + Duration::from_millis(1);
+        assert!(!writes.just_created_at("ns", "a-1", later));
     }
 }

@@ -106,6 +106,14 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
         agent = &latest;
         source = Source::Server;
         plan = supervise::decide(gather::gather(agent, ctx, now, source).await?);
+    } else if plan.create_pod.as_ref().is_some_and(|p| {
+        ctx.own_writes
+            .just_created(&agent.namespace().unwrap_or_default(), &p.name)
+    }) {
+        // This process created that very pod a moment ago: the pod cache has not caught up
+        // with it yet (its watch event reconciles the Agent). Creating it again would repeat
+        // the decision and its Events.
+        return Ok(Done::Then(Action::requeue(Duration::from_millis(200))));
     } else if plan.create_pod.is_some() && !is_current(agent, ctx).await? {
         // The decision was made on a cached Agent older than the operator's own last write: an
         // action taken on it could repeat one already done (a second manual restart, say).
@@ -185,9 +193,18 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
                 create_pod(agent, &pods, new, &template_hash)
                     .await
                     .inspect_err(|e| events::warn_user(agent, e, ctx))?;
+                ctx.own_writes
+                    .created(&agent.namespace().unwrap_or_default(), &new.name);
                 remove_old_pods(agent, &pods, new.attempt, ctx);
             }
-            let written = status::record(agent, before, &plan, ctx).await?;
+            // A first pod not yet running is recorded once it runs (or has waited): until then
+            // the pod itself is the record.
+            let held = plan.hold_status_until.is_some_and(|t| t > now);
+            let written = if held {
+                None
+            } else {
+                status::record(agent, before, &plan, ctx).await?
+            };
             // Recorded: the Events follow without holding up the next reconcile.
             events::publish(agent, &plan, ctx);
             ctx.metrics.observe(before, &plan, now);

@@ -138,7 +138,7 @@ impl Sim {
         checkpoint: Option<&str>,
     ) -> &mut Self {
         self.input.lease = Some(LeaseFacts {
-            holder: self.status().pod_name.clone(),
+            holder: self.input.pod.as_ref().map(|p| p.name.clone()),
             renew_time: Some(self.input.now),
             reported: Reported {
                 progress: progress.map(str::to_string),
@@ -234,12 +234,14 @@ impl Sim {
     }
 }
 
-/// Carries out a plan as the IO shell does: the status is written, a deleted pod is going, a
-/// created pod appears, Pending, made from the current template, its container waiting with
-/// `waiting`.
+/// Carries out a plan as the IO shell does: the status is written (unless it may wait), a
+/// deleted pod is going, a created pod appears, Pending, made from the current template, its
+/// container waiting with `waiting`.
 fn apply(input: &Input, plan: &Plan, waiting: Option<&str>) -> Input {
     let mut next = input.clone();
-    next.status = plan.status.clone();
+    if plan.hold_status_until.is_none_or(|t| t <= input.now) {
+        next.status = plan.status.clone();
+    }
     if let (Some(name), Some(pod)) = (&plan.delete_pod, next.pod.as_mut())
         && pod.name == *name
     {

@@ -11,8 +11,14 @@ use crate::sim::{Sim, fail_times};
 #[test]
 fn conditions_keep_their_transition_time_unless_the_status_flips() {
     let mut sim = Sim::new(named(fast()));
-    sim.step();
-    assert_eq!(condition(sim.status(), READY).last_transition_time, time(0));
+    let first = sim.step();
+    assert_eq!(
+        condition(&first.status, READY).last_transition_time,
+        time(0)
+    );
+    // Still pending at t(5): the first pod is recorded then.
+    sim.at(5).step();
+    assert_eq!(condition(sim.status(), READY).last_transition_time, time(5));
     sim.runs(10);
     sim.at(20).step();
     let ready = condition(sim.status(), READY).clone();
@@ -34,14 +40,14 @@ fn conditions_keep_their_transition_time_unless_the_status_flips() {
     let ready = condition(sim.status(), READY).clone();
     assert_eq!(ready.reason, "PodPending");
     assert_eq!(ready.last_transition_time, time(600), "still False");
-    // PolicyResolved has been True since the start.
+    // PolicyResolved has been True since the first write.
     assert_eq!(
         condition(sim.status(), POLICY_RESOLVED).last_transition_time,
-        time(0)
+        time(5)
     );
     assert_eq!(
         condition(sim.status(), CIRCUIT_BREAKER_OPEN).last_transition_time,
-        time(0)
+        time(5)
     );
 }
 

@@ -61,7 +61,14 @@ fn a_pod_that_never_starts_is_deleted_and_restarted_as_startup_timeout() {
     };
     let mut sim = Sim::new(named(policy));
     let plan = sim.step();
-    assert_eq!(plan.requeue_at, Some(t(120)));
+    assert_eq!(
+        plan.requeue_at,
+        Some(t(5)),
+        "the first pod is recorded by then"
+    );
+    let recorded = sim.at(5).step();
+    assert_eq!(recorded.status.phase, Some(Phase::Pending));
+    assert_eq!(recorded.requeue_at, Some(t(120)));
     sim.pod().containers[0].state = ContainerPhase::Waiting {
         reason: Some("ImagePullBackOff".to_string()),
         message: None,

@@ -2,8 +2,8 @@
 //! failure count and backoff reset once an agent has run for `resetAfter`.
 
 use agent_supervisor::api::{
-    Backoff, BreakerState, Failure, FailureClass, FailureReason, Phase, RestartRecord, Time,
-    Trigger,
+    AgentStatus, Backoff, BreakerState, Failure, FailureClass, FailureReason, Phase, RestartRecord,
+    Time, Trigger,
 };
 use agent_supervisor::supervise::backoff;
 use agent_supervisor::supervise::conditions::{CIRCUIT_BREAKER_OPEN, POLICY_RESOLVED, READY};
@@ -46,8 +46,9 @@ fn first_start_creates_attempt_one() {
     assert_eq!(plan.record_shutdown, None);
     assert_eq!(reasons(&plan), [EventReason::PodCreated]);
     assert!(!plan.events[0].warning());
-    // Look again when the pod must be running: the built-in startupTimeout is 10m.
-    assert_eq!(plan.requeue_at, Some(t(600)));
+    // The status is written once the pod runs, or at t(5): look again then.
+    assert_eq!(plan.hold_status_until, Some(t(5)));
+    assert_eq!(plan.requeue_at, Some(t(5)));
 
     let s = &plan.status;
     assert_eq!(s.phase, Some(Phase::Pending));
@@ -68,6 +69,48 @@ fn first_start_creates_attempt_one() {
     assert_eq!(ready.observed_generation, Some(1));
     assert_eq!(condition(s, POLICY_RESOLVED).status, "True");
     assert_eq!(condition(s, CIRCUIT_BREAKER_OPEN).status, "False");
+}
+
+#[test]
+fn a_first_pod_that_runs_at_once_is_recorded_in_one_write() {
+    let mut sim = Sim::new(PolicyResolution::BuiltIn);
+    let created = sim.step();
+    assert_eq!(sim.status(), &AgentStatus::default(), "not written yet");
+    // Its Pending pod shows up: still nothing to write, and nothing said again.
+    let pending = sim.at(1).step();
+    assert_eq!((pending.create_pod, pending.delete_pod), (None, None));
+    assert!(pending.events.is_empty(), "{:?}", pending.events);
+    assert_eq!(pending.hold_status_until, Some(t(5)));
+    assert_eq!(sim.status(), &AgentStatus::default());
+    // It runs at t(2): the one write records it Running, as the first decision would have.
+    let running = sim.runs(2).at(3).step();
+    assert_eq!(running.hold_status_until, None);
+    assert!(running.events.is_empty(), "{:?}", running.events);
+    let s = sim.status();
+    assert_eq!(s.phase, Some(Phase::Running));
+    assert_eq!(
+        (s.attempt, s.pod_name.as_deref(), s.restart_count),
+        (
+            created.status.attempt,
+            created.status.pod_name.as_deref(),
+            0
+        )
+    );
+    assert!(s.restart_history.is_empty());
+}
+
+#[test]
+fn only_a_first_pod_of_an_agent_never_written_waits_to_be_recorded() {
+    // A status someone wrote first (here: an earlier operator's) is written as usual.
+    let mut sim = Sim::new(PolicyResolution::BuiltIn);
+    sim.input.status.observed_generation = Some(1);
+    assert_eq!(sim.step().hold_status_until, None);
+    // A replacement after a failure is recorded with its create.
+    let mut sim = Sim::running(PolicyResolution::BuiltIn);
+    sim.crash(5, 20);
+    let restarted = sim.restart_when_due();
+    assert_eq!(restarted.hold_status_until, None);
+    assert_eq!(sim.status().attempt, 2);
 }
 
 #[test]

@@ -60,6 +60,7 @@ impl Default for Options {
 pub fn decide_with(mut input: Input, options: Options) -> Plan {
     let builtin = RestartPolicySpec::default();
     let status = std::mem::take(&mut input.status);
+    let never_written = status == AgentStatus::default();
     let mut d = Decider {
         input: &input,
         now: whole_second(input.now),
@@ -73,7 +74,35 @@ pub fn decide_with(mut input: Input, options: Options) -> Plan {
         options,
     };
     d.run();
-    d.finish()
+    let mut plan = d.finish();
+    if let Some(until) = first_write_held(&input, never_written, &plan) {
+        plan.hold_status_until = Some(until);
+        plan.requeue_at = Some(plan.requeue_at.map_or(until, |t| t.min(until)));
+    }
+    plan
+}
+
+/// A first pod is recorded once it runs, or once it has been Pending for `SETTLE`: an agent
+/// whose pod starts at once costs one status write, not two. Until then the status stays
+/// unwritten: the pod carries all the write would say (its attempt, what it resumed from), and
+/// the decision that writes adopts it, as after a lost write. Not for a member of a group
+/// (its group orders its members by their statuses), nor when the decision deletes a pod or has
+/// something new to say (what it says with the create, the pod remembers having said).
+fn first_write_held(input: &Input, never_written: bool, plan: &Plan) -> Option<Timestamp> {
+    let s = &plan.status;
+    let first = s.attempt == 1 && s.phase == Some(Phase::Pending) && s.restart_history.is_empty();
+    let news = plan.create_pod.is_none() && !plan.events.is_empty();
+    if !never_written || !first || news || input.group.is_some() || plan.delete_pod.is_some() {
+        return None;
+    }
+    let now = whole_second(input.now);
+    let created = match (&plan.create_pod, &input.pod) {
+        (Some(new), _) if new.attempt == 1 => now,
+        (None, Some(pod)) if pod.attempt == 1 && !pod.deleting => whole_second(pod.created_at),
+        _ => return None,
+    };
+    let until = ceil_second(add(created, SETTLE));
+    (until > now).then_some(until)
 }
 
 struct Decider<'a> {

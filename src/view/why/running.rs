@@ -2,7 +2,7 @@
 
 use super::{Context, Why, backoff_phrase, trim_period};
 use crate::api::{BreakerState, Time};
-use crate::view::text::duration;
+use crate::view::text::{duration, relative};
 
 /// No status yet: the operator has not acted on it.
 pub(super) fn unknown(c: &Context, why: &mut Why) {
@@ -14,6 +14,20 @@ pub(super) fn unknown(c: &Context, why: &mut Why) {
     } = c;
     let at = |t: &Time| c.at(t);
     why.phase = "Unknown".into();
+    if let Some(created) = facts.events.iter().find(|e| e.reason == "PodCreated") {
+        // A first pod is recorded once it runs (or has waited SETTLE): the Event came first.
+        why.happened = format!(
+            "Agent {name}'s first pod was created {} ({}); its status is written once the pod runs, or after {} if it does not.",
+            relative(facts.now, created.last),
+            trim_period(&created.message),
+            duration(crate::supervise::SETTLE.into())
+        );
+        why.next = "The operator records the pod's phase as soon as it runs.".into();
+        why.action = format!(
+            "If this lasts more than a few seconds, check that the agent-supervisor operator is running and watches namespace {namespace} (its logs say which namespaces it watches)."
+        );
+        return;
+    }
     let age = facts
         .agent
         .metadata
