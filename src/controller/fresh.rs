@@ -33,6 +33,19 @@ struct Writes {
     since_sweep: usize,
 }
 
+impl Writes {
+    /// Counts one more entry; after as many as are kept, forgets what is too old to matter.
+    fn sweep(&mut self, now: Instant) {
+        self.since_sweep += 1;
+        if self.since_sweep > (self.made_on.len() + self.created.len()).max(1024) {
+            self.since_sweep = 0;
+            let age = |at: &Instant| now.saturating_duration_since(*at);
+            self.made_on.retain(|_, (_, at)| age(at) < OwnWrites::KEPT);
+            self.created.retain(|_, at| age(at) < OwnWrites::PATIENCE);
+        }
+    }
+}
+
 /// What the cache holds of an Agent, next to this process's own writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Freshness {
@@ -56,13 +69,7 @@ impl OwnWrites {
     pub fn writing(&self, namespace: &str, name: &str, resource_version: &str) {
         let mut writes = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        writes.since_sweep += 1;
-        if writes.since_sweep > writes.made_on.len().max(1024) {
-            writes.since_sweep = 0;
-            writes
-                .made_on
-                .retain(|_, (_, at)| now.saturating_duration_since(*at) < Self::KEPT);
-        }
+        writes.sweep(now);
         writes.made_on.insert(
             (namespace.to_string(), name.to_string()),
             (resource_version.to_string(), now),
@@ -109,13 +116,7 @@ impl OwnWrites {
     pub fn created(&self, namespace: &str, name: &str) {
         let mut writes = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        writes.since_sweep += 1;
-        if writes.since_sweep > writes.created.len().max(1024) {
-            writes.since_sweep = 0;
-            writes
-                .created
-                .retain(|_, at| now.saturating_duration_since(*at) < Self::PATIENCE);
-        }
+        writes.sweep(now);
         writes
             .created
             .insert((namespace.to_string(), name.to_string()), now);

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 
-use super::{Decider, ceil_second, excerpt, span, sub, whole_second};
+use super::{Decider, ceil_second, quoted, span, sub, whole_second};
 use crate::api::{
     BreakerState, CircuitBreakerStatus, Duration, Failure, FailureClass, FailureReason, Phase,
     RestartRecord, RuleAction, ShutdownType, Time, Trigger,
@@ -335,11 +335,7 @@ impl Decider<'_> {
                 format!("failed: {}{code}", ending.reason),
             )
         };
-        let message = ending
-            .message
-            .as_deref()
-            .map(|m| format!(": {}", excerpt(m)))
-            .unwrap_or_default();
+        let message = quoted(ending.message.as_deref());
         let note = format!(
             "Pod {} {what}{message}; {outcome}",
             pod.as_deref().unwrap_or_default()

@@ -283,6 +283,13 @@ impl<'a> Decider<'a> {
     }
 }
 
+/// A message quoted at the end of an Event note (`: <its start>`), or nothing.
+fn quoted(message: Option<&str>) -> String {
+    message
+        .map(|m| format!(": {}", excerpt(m)))
+        .unwrap_or_default()
+}
+
 /// The start of a (termination) message, for an Event note: notes are limited to 1 KiB in
 /// all, and a sentence reads better with a short quote.
 fn excerpt(message: &str) -> std::borrow::Cow<'_, str> {

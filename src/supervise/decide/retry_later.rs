@@ -3,7 +3,7 @@
 
 use jiff::Timestamp;
 
-use super::{Decider, ceil_second, excerpt, span};
+use super::{Decider, ceil_second, quoted, span};
 use crate::api::{Phase, RestartRecord, Time, Trigger};
 use crate::supervise::classify::{Ending, add};
 use crate::supervise::last_words::RetryAfter;
@@ -31,11 +31,7 @@ impl Decider<'_> {
             .exit_code
             .map(|c| format!(", exit code {c}"))
             .unwrap_or_default();
-        let message = ending
-            .message
-            .as_deref()
-            .map(|m| format!(": {}", excerpt(m)))
-            .unwrap_or_default();
+        let message = quoted(ending.message.as_deref());
         let note = format!(
             "Pod {pod} ended ({}{code}) asking to be restarted later{message}; restarting at {at} (not counted as a failure)",
             ending.reason
