@@ -96,8 +96,9 @@ fn first_write_held(input: &Input, never_written: bool, plan: &Plan) -> Option<T
         return None;
     }
     let now = whole_second(input.now);
+    // Created by this decision, or an earlier one whose write waits.
     let created = match (&plan.create_pod, &input.pod) {
-        (Some(new), _) if new.attempt == 1 => now,
+        (Some(_), _) => now,
         (None, Some(pod)) if pod.attempt == 1 && !pod.deleting => whole_second(pod.created_at),
         _ => return None,
     };

@@ -92,8 +92,13 @@ impl<'a> Decider<'a> {
     /// Whether the attempt's progress grew since `since`: as recorded, or on its Lease and not
     /// recorded yet (held back by `PROGRESS_EVERY`).
     pub(super) fn grew_since(&self, since: Timestamp) -> bool {
-        let recorded = self.s.progress.as_ref();
-        recorded.is_some_and(|p| p.at.0 >= since) || self.unrecorded_growth()
+        self.last_grew(since).is_some() || self.unrecorded_growth()
+    }
+
+    /// When the recorded progress last grew, if that was since `since`.
+    fn last_grew(&self, since: Timestamp) -> Option<Timestamp> {
+        let at = self.s.progress.as_ref()?.at.0;
+        (at >= since).then_some(at)
     }
 
     /// The Lease reports a progress beyond the recorded one.
@@ -124,13 +129,9 @@ impl<'a> Decider<'a> {
     pub(super) fn stalled(&mut self, pod: &PodFacts, since: Timestamp) -> Option<Ending> {
         let stall = self.policy.progress.as_ref()?.stall_timeout?;
         let grace = self.input.agent.heartbeat.as_ref()?.grace();
-        let grew_at = |d: &Self| {
-            d.s.progress
-                .as_ref()
-                .map(|p| p.at.0)
-                .filter(|at| *at >= since)
-        };
-        let from = grew_at(self).unwrap_or_else(|| add(since, grace.as_std()));
+        let from = self
+            .last_grew(since)
+            .unwrap_or_else(|| add(since, grace.as_std()));
         let mut deadline = add(from, stall.as_std());
         if self.now >= deadline && self.unrecorded_growth() {
             // It grew since the last write: recorded now, and the clock starts again.
@@ -142,7 +143,7 @@ impl<'a> Decider<'a> {
             return None;
         }
         let value = self.s.progress.as_ref().map(|p| p.value);
-        let message = match (grew_at(self), value) {
+        let message = match (self.last_grew(since), value) {
             (Some(at), Some(value)) => format!(
                 "progress stayed at {value} for {}s (stallTimeout {stall})",
                 (self.now - at).get_seconds()
