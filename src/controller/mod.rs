@@ -16,7 +16,6 @@ pub mod groups;
 pub mod health;
 pub mod manifests;
 pub mod metrics;
-mod named;
 mod outages;
 mod policies;
 mod reconcile;
@@ -117,8 +116,6 @@ pub struct Context {
     own_writes: fresh::OwnWrites,
     /// Each Agent's finished pods, where old attempts are found.
     finished: Arc<finished::FinishedPods>,
-    /// Which Agents the groups name, listed for first starts.
-    named: Arc<named::NamedByGroups>,
 }
 
 /// Runs the controllers until `shutdown` resolves: per watched namespace (or once for the whole

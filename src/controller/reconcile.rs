@@ -119,14 +119,6 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
         // action taken on it could repeat one already done (a second manual restart, say).
         // Decide again once the cache has the write (its watch event reconciles the Agent).
         return Ok(Done::Then(Action::requeue(Duration::from_millis(500))));
-    } else if plan.create_pod.as_ref().is_some_and(|p| p.attempt == 1)
-        && plan.status.group.is_none()
-        && named_by_a_group(agent, ctx, ctx.named.asked(agent, started)).await?
-    {
-        // A group created with the Agent may not have reached the cache yet (watches of
-        // different kinds keep no order between them): its start order applies from the very
-        // first pod. Decide again once the cache has it.
-        return Ok(Done::Then(Action::requeue(Duration::from_millis(200))));
     }
     let mut waiting = None;
     if plan
@@ -333,29 +325,6 @@ fn adopts_on_resume(agent: &Agent, plan: &Plan) -> bool {
         _ => false,
     };
     resumed && plan.create_pod.is_none()
-}
-
-/// Whether a group on the server names the Agent: checked before its first pod is created,
-/// when the cache knows no group of it, by a list of the namespace's groups begun after `asked`
-/// (the instant its watch event first arrived; one list at a time per namespace, shared by
-/// every Agent it answers).
-async fn named_by_a_group(
-    agent: &Agent,
-    ctx: &Context,
-    asked: std::time::Instant,
-) -> Result<bool, Error> {
-    let me = crate::api::MemberKey::agent(&agent.name_any());
-    let namespace = agent.namespace().unwrap_or_default();
-    ctx.named
-        .names(&ctx.client, &namespace, &me, asked)
-        .await
-        .map_err(|source| {
-            GatherError {
-                what: "AgentGroups".to_string(),
-                source,
-            }
-            .into()
-        })
 }
 
 /// Runs `f` when dropped: times a reconcile however it ends.

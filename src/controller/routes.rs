@@ -11,7 +11,6 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
 use super::groups::{self, GroupIndex, GroupObject};
-use super::named::NamedByGroups;
 use super::watch::Change;
 use super::{AgentObject, PolicyObject};
 use crate::api::{Agent, MemberKey, MemberKind, Outage, Phase};
@@ -72,15 +71,13 @@ impl GroupRoutes {
 /// uses, or what of it the policy's outage decision reads, changed.
 pub struct AgentRoutes {
     index: Arc<GroupIndex>,
-    named: Arc<NamedByGroups>,
     uses: HashMap<ObjectRef<AgentObject>, (Option<String>, OutageSignature)>,
 }
 
 impl AgentRoutes {
-    pub fn new(index: Arc<GroupIndex>, named: Arc<NamedByGroups>) -> Self {
+    pub fn new(index: Arc<GroupIndex>) -> Self {
         AgentRoutes {
             index,
-            named,
             uses: HashMap::new(),
         }
     }
@@ -88,19 +85,11 @@ impl AgentRoutes {
     pub fn route(&mut self, change: Change<AgentObject>) -> (AgentObject, Triggers) {
         let (agent, used, signature) = match change {
             Change::Applied(a) => {
-                if let Ok(agent) = &a.0 {
-                    self.named.saw(agent);
-                }
                 let used = a.0.as_ref().ok().map(policy_name);
                 let signature = a.0.as_ref().ok().map(outage_signature).unwrap_or_default();
                 (a, used, signature)
             }
-            Change::Deleted(a) => {
-                if let Ok(agent) = &a.0 {
-                    self.named.gone(agent);
-                }
-                (a, None, OutageSignature::default())
-            }
+            Change::Deleted(a) => (a, None, OutageSignature::default()),
         };
         let key = ObjectRef::from(&agent);
         let (before, signed) = match &used {
@@ -271,7 +260,7 @@ mod tests {
 
     #[test]
     fn an_agent_recounts_its_policy_only_when_what_the_policy_reads_changed() {
-        let mut routes = AgentRoutes::new(Arc::default(), Arc::default());
+        let mut routes = AgentRoutes::new(Arc::default());
         let (_, t) = routes.route(Change::Applied(agent("a", None, 0)));
         assert_eq!(t.policies, refs(&["default"]), "a new user is counted");
         let (_, t) = routes.route(Change::Applied(agent("a", None, 0)));
@@ -293,7 +282,7 @@ mod tests {
         let index = Arc::new(GroupIndex::default());
         let groups = GroupRoutes::new(index.clone());
         groups.route(Change::Applied(group("team", &[("Agent", "a")])));
-        let mut routes = AgentRoutes::new(index, Arc::default());
+        let mut routes = AgentRoutes::new(index);
         let (_, t) = routes.route(Change::Applied(agent("a", None, 0)));
         assert_eq!(t.groups, refs(&["team"]));
         let (_, t) = routes.route(Change::Applied(agent("b", None, 0)));

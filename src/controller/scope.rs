@@ -20,7 +20,7 @@ use super::slim::{self, CachedPod};
 use super::watch::{Change, Watches};
 use super::{
     AgentObject, Config, Context, Error, FIELD_MANAGER, PolicyObject, budget, error, events,
-    finished, fresh, log_outcome, named, policies, reconcile, routes, uses_policy,
+    finished, fresh, log_outcome, policies, reconcile, routes, uses_policy,
 };
 use crate::api::AGENT_LABEL;
 
@@ -91,8 +91,7 @@ pub(super) async fn run_scope(
     // policy it uses (or its creation or deletion) recounts those policies' users.
     let (agent_tx, agent_changes) = channel::<AgentObject>();
     let (recount_tx, recounts) = mpsc::unbounded::<ObjectRef<PolicyObject>>();
-    let named = Arc::new(named::NamedByGroups::default());
-    let mut routes = routes::AgentRoutes::new(index, named.clone());
+    let mut routes = routes::AgentRoutes::new(index);
     let agents = watches.spawn(
         format!("Agents in {within}"),
         api::<AgentObject>(&client, &scope),
@@ -211,7 +210,6 @@ pub(super) async fn run_scope(
         gone,
         own_writes: fresh::OwnWrites::default(),
         finished,
-        named,
     });
     config.metrics.watch_agents(agents.clone());
     config.status.watch_agents(agents.clone());

@@ -206,6 +206,14 @@ async fn one_for_one_restarts_only_the_crashed_member_and_counts_it() {
 #[tokio::test]
 async fn sequential_start_creates_each_pod_once_the_member_before_runs() {
     let (ns, _operator) = setup().await;
+    // Applied as a file lists them, the group first: the operator has seen it by the time its
+    // members' first starts are decided (an Agent that started before its group was seen joins
+    // it running, and the order applies from its next start).
+    ns.create_group(
+        "crew",
+        json!({ "startOrder": "Sequential", "members": members(&["planner", "tools"]) }),
+    )
+    .await;
     // The planner's pod cannot be scheduled until a node carries this namespace's label.
     let label = "supervisor.dev/test-node";
     ns.create_agent(
@@ -217,11 +225,6 @@ async fn sequential_start_creates_each_pod_once_the_member_before_runs() {
     )
     .await;
     ns.create_agent("tools", json!({})).await;
-    ns.create_group(
-        "crew",
-        json!({ "startOrder": "Sequential", "members": members(&["planner", "tools"]) }),
-    )
-    .await;
 
     let group = ns
         .wait_group("crew", "tools waiting for the planner", |s| {
