@@ -16,20 +16,20 @@ fn conditions_keep_their_transition_time_unless_the_status_flips() {
         condition(&first.status, READY).last_transition_time,
         time(0)
     );
-    // Still pending at t(5): the first pod is recorded then.
-    sim.at(5).step();
-    assert_eq!(condition(sim.status(), READY).last_transition_time, time(5));
-    sim.runs(10);
-    sim.at(20).step();
+    // Still pending at t(30): the first pod is recorded then.
+    sim.at(30).step();
+    assert_eq!(condition(sim.status(), READY).last_transition_time, time(30));
+    sim.runs(40);
+    sim.at(50).step();
     let ready = condition(sim.status(), READY).clone();
     assert_eq!(
         (ready.status.as_str(), ready.last_transition_time),
-        ("True", time(20))
+        ("True", time(50))
     );
     sim.at(500).step();
     assert_eq!(
         condition(sim.status(), READY).last_transition_time,
-        time(20)
+        time(50)
     );
     // The reason changes, the status does not: the time stays.
     sim.crash(10, 600);
@@ -43,11 +43,11 @@ fn conditions_keep_their_transition_time_unless_the_status_flips() {
     // PolicyResolved has been True since the first write.
     assert_eq!(
         condition(sim.status(), POLICY_RESOLVED).last_transition_time,
-        time(5)
+        time(30)
     );
     assert_eq!(
         condition(sim.status(), CIRCUIT_BREAKER_OPEN).last_transition_time,
-        time(5)
+        time(30)
     );
 }
 

@@ -63,10 +63,10 @@ fn a_pod_that_never_starts_is_deleted_and_restarted_as_startup_timeout() {
     let plan = sim.step();
     assert_eq!(
         plan.requeue_at,
-        Some(t(5)),
+        Some(t(30)),
         "the first pod is recorded by then"
     );
-    let recorded = sim.at(5).step();
+    let recorded = sim.at(30).step();
     assert_eq!(recorded.status.phase, Some(Phase::Pending));
     assert_eq!(recorded.requeue_at, Some(t(120)));
     sim.pod().containers[0].state = ContainerPhase::Waiting {

@@ -46,9 +46,9 @@ fn first_start_creates_attempt_one() {
     assert_eq!(plan.record_shutdown, None);
     assert_eq!(reasons(&plan), [EventReason::PodCreated]);
     assert!(!plan.events[0].warning());
-    // The status is written once the pod runs, or at t(5): look again then.
-    assert_eq!(plan.hold_status_until, Some(t(5)));
-    assert_eq!(plan.requeue_at, Some(t(5)));
+    // The status is written once the pod runs, or at t(30): look again then.
+    assert_eq!(plan.hold_status_until, Some(t(30)));
+    assert_eq!(plan.requeue_at, Some(t(30)));
 
     let s = &plan.status;
     assert_eq!(s.phase, Some(Phase::Pending));
@@ -80,7 +80,7 @@ fn a_first_pod_that_runs_at_once_is_recorded_in_one_write() {
     let pending = sim.at(1).step();
     assert_eq!((pending.create_pod, pending.delete_pod), (None, None));
     assert!(pending.events.is_empty(), "{:?}", pending.events);
-    assert_eq!(pending.hold_status_until, Some(t(5)));
+    assert_eq!(pending.hold_status_until, Some(t(30)));
     assert_eq!(sim.status(), &AgentStatus::default());
     // It runs at t(2): the one write records it Running, as the first decision would have.
     let running = sim.runs(2).at(3).step();

@@ -10,6 +10,12 @@
 /// then the Agent stays `Pending` (and not `Ready`).
 pub const SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// How long an Agent's very first pod may stay Pending before the status records it so: until
+/// then the `PodCreated` Event tells of it, and a pod that runs within it costs one status
+/// write instead of two. Time enough for a busy scheduler to place a pod and a kubelet to start
+/// one whose image it has.
+pub const FIRST_RECORD_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 mod active;
 mod alone;
 mod failure;
@@ -82,8 +88,8 @@ pub fn decide_with(mut input: Input, options: Options) -> Plan {
     plan
 }
 
-/// A first pod is recorded once it runs, or once it has been Pending for `SETTLE`: an agent
-/// whose pod starts at once costs one status write, not two. Until then the status stays
+/// A first pod is recorded once it runs, or once it has been Pending for `FIRST_RECORD_WAIT`:
+/// an agent whose pod starts within it costs one status write, not two. Until then the status stays
 /// unwritten: the pod carries all the write would say (its attempt, what it resumed from), and
 /// the decision that writes adopts it, as after a lost write. Not for a member of a group
 /// (its group orders its members by their statuses), nor when the decision deletes a pod or has
@@ -102,7 +108,7 @@ fn first_write_held(input: &Input, never_written: bool, plan: &Plan) -> Option<T
         (None, Some(pod)) if pod.attempt == 1 && !pod.deleting => whole_second(pod.created_at),
         _ => return None,
     };
-    let until = ceil_second(add(created, SETTLE));
+    let until = ceil_second(add(created, FIRST_RECORD_WAIT));
     (until > now).then_some(until)
 }
 
