@@ -114,6 +114,9 @@ pub struct Context {
     gone: Arc<GonePods>,
     /// This process's own status writes the cache may not hold yet.
     own_writes: fresh::OwnWrites,
+    /// Turns for writes that only catch the record up with a first pod still pending: they
+    /// give way to the work that creates pods (see `reconcile::CATCH_UP_TURNS`).
+    catch_up: tokio::sync::Semaphore,
     /// Each Agent's finished pods, where old attempts are found.
     finished: Arc<finished::FinishedPods>,
 }

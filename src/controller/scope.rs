@@ -209,6 +209,7 @@ pub(super) async fn run_scope(
         retries: error::Retries::default(),
         gone,
         own_writes: fresh::OwnWrites::default(),
+        catch_up: tokio::sync::Semaphore::new(reconcile::CATCH_UP_TURNS),
         finished,
     });
     config.metrics.watch_agents(agents.clone());
