@@ -18,7 +18,10 @@ fn conditions_keep_their_transition_time_unless_the_status_flips() {
     );
     // Still pending at t(30): the first pod is recorded then.
     sim.at(30).step();
-    assert_eq!(condition(sim.status(), READY).last_transition_time, time(30));
+    assert_eq!(
+        condition(sim.status(), READY).last_transition_time,
+        time(30)
+    );
     sim.runs(40);
     sim.at(50).step();
     let ready = condition(sim.status(), READY).clone();
