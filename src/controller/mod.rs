@@ -5,6 +5,7 @@
 
 mod act;
 pub mod budget;
+mod catch_up;
 mod error;
 mod events;
 pub mod facts;
@@ -115,7 +116,7 @@ pub struct Context {
     /// This process's own status writes the cache may not hold yet.
     own_writes: fresh::OwnWrites,
     /// Turns for writes that only catch the record up with a first pod still pending: they
-    /// give way to the work that creates pods (see `reconcile::CATCH_UP_TURNS`).
+    /// give way to the work that creates pods (see `catch_up`).
     catch_up: tokio::sync::Semaphore,
     /// Each Agent's finished pods, where old attempts are found.
     finished: Arc<finished::FinishedPods>,

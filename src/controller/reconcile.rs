@@ -14,7 +14,7 @@ use super::budget::Admission;
 use super::error::{Error, GatherError, is_not_found};
 use super::fresh::Freshness;
 use super::gather::Source;
-use super::{AgentObject, Context, RESYNC, events, gather, manifests, status};
+use super::{AgentObject, Context, RESYNC, catch_up, events, gather, manifests, status};
 use crate::api::{Agent, AgentStatus};
 use crate::supervise::conditions::{self, Desired};
 use crate::supervise::{self, Plan};
@@ -194,9 +194,9 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
             let held = plan.hold_status_until.is_some_and(|t| t > now);
             // Recording a first pod that waited and is still pending is no one's next step: it
             // gives way to the reconciles that create pods while writes are queued up.
-            let _turn = if catching_up(before, &plan, held) {
+            let _turn = if catch_up::catching_up(before, &plan, held) {
                 let Ok(turn) = ctx.catch_up.try_acquire() else {
-                    return Ok(Done::Then(Action::requeue(CATCH_UP_LATER)));
+                    return Ok(Done::Then(Action::requeue(catch_up::LATER)));
                 };
                 Some(turn)
             } else {
@@ -228,23 +228,6 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
     }
     ctx.metrics.observe(before, &plan, now);
     Ok(Done::Then(waiting.unwrap_or_else(|| requeue(&plan, now))))
-}
-
-/// At most this many writes that only catch the record up with a first pod still pending run
-/// at once, per scope; the others wait `CATCH_UP_LATER` and try again.
-pub(super) const CATCH_UP_TURNS: usize = 8;
-const CATCH_UP_LATER: Duration = Duration::from_secs(3);
-
-/// Whether `plan` only writes down, for an Agent never written, a first pod that has waited and
-/// is still pending: nothing created, deleted or said.
-fn catching_up(before: &AgentStatus, plan: &Plan, held: bool) -> bool {
-    !held
-        && *before == AgentStatus::default()
-        && plan.create_pod.is_none()
-        && plan.delete_pod.is_none()
-        && plan.events.is_empty()
-        && plan.status.attempt == 1
-        && plan.status.phase == Some(crate::api::Phase::Pending)
 }
 
 /// Asks the restart budget for a token for `agent`'s restart: `None` to go ahead, or the action

@@ -19,8 +19,8 @@ use super::groups::{self, GroupIndex, GroupObject};
 use super::slim::{self, CachedPod};
 use super::watch::{Change, Watches};
 use super::{
-    AgentObject, Config, Context, Error, FIELD_MANAGER, PolicyObject, budget, error, events,
-    finished, fresh, log_outcome, policies, reconcile, routes, uses_policy,
+    AgentObject, Config, Context, Error, FIELD_MANAGER, PolicyObject, budget, catch_up, error,
+    events, finished, fresh, log_outcome, policies, reconcile, routes, uses_policy,
 };
 use crate::api::AGENT_LABEL;
 
@@ -209,7 +209,7 @@ pub(super) async fn run_scope(
         retries: error::Retries::default(),
         gone,
         own_writes: fresh::OwnWrites::default(),
-        catch_up: tokio::sync::Semaphore::new(reconcile::CATCH_UP_TURNS),
+        catch_up: tokio::sync::Semaphore::new(catch_up::TURNS),
         finished,
     });
     config.metrics.watch_agents(agents.clone());
