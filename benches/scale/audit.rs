@@ -1,7 +1,8 @@
-//! Counts one client's requests in the API server's audit log (`audit*.log` in a directory, so
-//! rotated files count too), by verb and resource, within a time window.
+//! Reads the API server's audit log (`audit*.log` in a directory, so rotated files count too):
+//! one client's requests by verb and resource within a time window, and when objects were
+//! created, by the API server's clock.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
 use std::path::Path;
 
@@ -10,17 +11,13 @@ use jiff::Timestamp;
 /// Requests by `"<verb> <resource>[/<subresource>]"`, with ` (<code>)` when refused.
 pub type Requests = BTreeMap<String, u64>;
 
-/// The requests in `namespace` of clients whose user agent starts with `user_agent`, received
-/// in `[from, to)`.
-pub fn count(
+/// Calls `visit` with every completed request of the log (a watch's ResponseStarted is not one)
+/// whose line contains `needle`.
+fn each_request(
     dir: &Path,
-    user_agent: &str,
-    namespace: &str,
-    from: Timestamp,
-    to: Timestamp,
-) -> anyhow::Result<Requests> {
-    let needle = format!("\"userAgent\":\"{user_agent}");
-    let mut requests = Requests::new();
+    needle: &str,
+    mut visit: impl FnMut(&serde_json::Value),
+) -> anyhow::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
         let name = path
@@ -33,42 +30,88 @@ pub fn count(
         let file = std::io::BufReader::new(std::fs::File::open(&path)?);
         for line in file.lines() {
             let line = line?;
-            if !line.contains(&needle) {
+            if !line.contains(needle) {
                 continue;
             }
             let event: serde_json::Value = serde_json::from_str(&line)?;
-            // One entry per request: its completion (a watch's ResponseStarted is not one).
-            if event["stage"] != "ResponseComplete" && event["stage"] != "Panic" {
-                continue;
+            if event["stage"] == "ResponseComplete" || event["stage"] == "Panic" {
+                visit(&event);
             }
-            let Some(at) = event["requestReceivedTimestamp"]
-                .as_str()
-                .and_then(|t| t.parse::<Timestamp>().ok())
-            else {
-                continue;
-            };
-            if at < from || at >= to {
-                continue;
-            }
-            let object = &event["objectRef"];
-            if object["namespace"] != namespace {
-                continue;
-            }
-            let mut resource = object["resource"].as_str().unwrap_or("-").to_string();
-            if let Some(sub) = object["subresource"].as_str() {
-                resource = format!("{resource}/{sub}");
-            }
-            let verb = event["verb"].as_str().unwrap_or("-");
-            // Refused requests are told apart: a conflict is a request spent for nothing.
-            let code = event["responseStatus"]["code"].as_u64().unwrap_or(200);
-            let key = match code {
-                200..=299 => format!("{verb} {resource}"),
-                _ => format!("{verb} {resource} ({code})"),
-            };
-            *requests.entry(key).or_default() += 1;
         }
     }
+    Ok(())
+}
+
+fn timestamp(event: &serde_json::Value, field: &str) -> Option<Timestamp> {
+    event[field].as_str().and_then(|t| t.parse().ok())
+}
+
+/// The requests in `namespace` of clients whose user agent starts with `user_agent`, received
+/// in `[from, to)`, except those on objects whose name starts with `except` (when given).
+pub fn count(
+    dir: &Path,
+    user_agent: &str,
+    namespace: &str,
+    (from, to): (Timestamp, Timestamp),
+    except: Option<&str>,
+) -> anyhow::Result<Requests> {
+    let mut requests = Requests::new();
+    each_request(dir, &format!("\"userAgent\":\"{user_agent}"), |event| {
+        let Some(at) = timestamp(event, "requestReceivedTimestamp") else {
+            return;
+        };
+        let object = &event["objectRef"];
+        if at < from || at >= to || object["namespace"] != namespace {
+            return;
+        }
+        let name = object["name"].as_str().unwrap_or_default();
+        if except.is_some_and(|prefix| name.starts_with(prefix)) {
+            return;
+        }
+        let mut resource = object["resource"].as_str().unwrap_or("-").to_string();
+        if let Some(sub) = object["subresource"].as_str() {
+            resource = format!("{resource}/{sub}");
+        }
+        let verb = event["verb"].as_str().unwrap_or("-");
+        // Refused requests are told apart: a conflict is a request spent for nothing.
+        let code = event["responseStatus"]["code"].as_u64().unwrap_or(200);
+        let key = match code {
+            200..=299 => format!("{verb} {resource}"),
+            _ => format!("{verb} {resource} ({code})"),
+        };
+        *requests.entry(key).or_default() += 1;
+    })?;
     Ok(requests)
+}
+
+/// When each `resource` object of `namespace` was created, by whoever: the moment the API
+/// server completed the create that succeeded (its `stageTimestamp`), by object name.
+pub fn created(
+    dir: &Path,
+    namespace: &str,
+    resource: &str,
+) -> anyhow::Result<HashMap<String, Timestamp>> {
+    let mut created = HashMap::new();
+    each_request(dir, &format!("\"namespace\":\"{namespace}\""), |event| {
+        let object = &event["objectRef"];
+        let succeeded = event["responseStatus"]["code"]
+            .as_u64()
+            .is_some_and(|code| (200..300).contains(&code));
+        if event["verb"] != "create"
+            || object["resource"] != resource
+            || object["subresource"].is_string()
+            || object["namespace"] != namespace
+            || !succeeded
+        {
+            return;
+        }
+        if let (Some(name), Some(at)) =
+            (object["name"].as_str(), timestamp(event, "stageTimestamp"))
+        {
+            created.insert(name.to_string(), at);
+        }
+    })?;
+    Ok(created)
 }
 
 /// How many of `requests` change something.

@@ -1,6 +1,9 @@
 //! The measuring side of `make bench-scale` (hack/bench-scale.sh runs it; see the README's
 //! Performance section).
 //!
+//!     bench-scale warm-up --namespace NS --agents N
+//!         makes N Agents and their pods directly in NS until all run, then deletes NS: the
+//!         fresh control plane's first burst, paid before anyone is measured;
 //!     bench-scale run --controller NAME --pid PID --user-agent PREFIX --audit-dir DIR ...
 //!         runs the phases against a controller already started (pid PID, watching the
 //!         namespaces PREFIX-converge and PREFIX-storm) and writes what it measured as JSON;
@@ -8,7 +11,8 @@
 //!         prints the comparison as one markdown table; --check fails unless every figure is
 //!         present and sane (the smoke run of `make test`), never on a speed.
 //!
-//! Every time comes from this process's clock as it sees the watch events of ONE pod watch per
+//! Agent created → its pod created is timed by the API server's clock, from the audit log. Every
+//! other time comes from this process's clock as it sees the watch events of ONE pod watch per
 //! phase (the API server orders them): the Failed update of a pod is always seen before the
 //! creation of its replacement.
 
@@ -29,6 +33,7 @@ struct Args {
 
 #[derive(Subcommand)]
 enum Command {
+    WarmUp(phases::WarmUp),
     Run(phases::Options),
     Table {
         #[arg(long)]
@@ -44,6 +49,7 @@ enum Command {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     match Args::parse().command {
+        Command::WarmUp(options) => phases::warm_up(options).await?,
         Command::Run(options) => {
             let out = options.out.clone();
             let result = phases::run(options).await?;
