@@ -37,6 +37,7 @@ fn base_pod(phase: PodPhase) -> PodFacts {
         message: None,
         disruption: None,
         unschedulable: None,
+        scheduled_at: None,
         ready: false,
         containers: Vec::new(),
         agent_container: None,

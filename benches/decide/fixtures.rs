@@ -225,6 +225,7 @@ pub fn running_pod(started_secs_ago: i64) -> PodFacts {
         message: None,
         disruption: None,
         unschedulable: None,
+        scheduled_at: None,
         ready: true,
         containers: vec![
             running("agent", started_secs_ago),

@@ -74,6 +74,10 @@ pub fn pod_facts(pod: &Pod, agent_container: Option<&str>) -> PodFacts {
         unschedulable: condition("PodScheduled")
             .filter(|c| c.status == "False")
             .map(|c| c.reason.clone().unwrap_or_else(|| "Unschedulable".into())),
+        scheduled_at: condition("PodScheduled")
+            .filter(|c| c.status == "True")
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map(|t| t.0),
         ready: condition("Ready").is_some_and(|c| c.status == "True"),
         containers,
         agent_container: agent_container.map(str::to_string),

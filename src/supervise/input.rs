@@ -87,6 +87,8 @@ pub struct PodFacts {
     pub disruption: Option<String>,
     /// Why a pending pod is not scheduled (the `PodScheduled=False` condition's reason).
     pub unschedulable: Option<String>,
+    /// When the scheduler placed it (the `PodScheduled=True` condition's transition time).
+    pub scheduled_at: Option<Timestamp>,
     /// The `Ready` condition.
     pub ready: bool,
     /// The app containers, in spec order (init containers are not the agent).

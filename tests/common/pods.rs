@@ -35,6 +35,7 @@ pub(crate) fn pod(
         message: None,
         disruption: None,
         unschedulable: None,
+        scheduled_at: None,
         ready: false,
         containers: vec![container(state)],
         agent_container: None,

@@ -148,6 +148,12 @@ impl Sim {
         self
     }
 
+    /// The scheduler places the current pod at `at`.
+    pub(crate) fn placed(&mut self, at: i64) -> &mut Self {
+        self.pod().scheduled_at = Some(t(at));
+        self
+    }
+
     /// The current pod runs, ready, since `since`.
     pub(crate) fn runs(&mut self, since: i64) -> &mut Self {
         let pod = self.pod();

@@ -144,7 +144,7 @@ fn from_pod_reads_an_economic_shutdown() {
 }
 
 #[test]
-fn from_pod_reads_an_image_pull_back_off_and_an_unschedulable_pod() {
+fn from_pod_reads_an_image_pull_back_off_an_unschedulable_pod_and_a_placed_one() {
     let pulling = pod_from(json!({
         "metadata": metadata(json!({})),
         "spec": spec(),
@@ -188,6 +188,23 @@ fn from_pod_reads_an_image_pull_back_off_and_an_unschedulable_pod() {
     }));
     let facts = pod_facts(&unschedulable, None);
     assert_eq!(facts.unschedulable.as_deref(), Some("Unschedulable"));
+    assert_eq!(facts.scheduled_at, None);
+    let placed = pod_from(json!({
+        "metadata": metadata(json!({})),
+        "spec": spec(),
+        "status": {
+            "phase": "Pending",
+            "conditions": [{
+                "type": "PodScheduled", "status": "True",
+                "lastTransitionTime": "2026-11-21T10:00:07Z"
+            }]
+        }
+    }));
+    let placed = pod_facts(&placed, None);
+    assert_eq!(
+        (placed.unschedulable, placed.scheduled_at),
+        (None, Some("2026-11-21T10:00:07Z".parse().unwrap()))
+    );
     let (ending, _) = ended(classify(&facts, STARTUP, no_heartbeat(), t(601)));
     assert_eq!(
         ending.message.as_deref(),

@@ -16,8 +16,8 @@ fn conditions_keep_their_transition_time_unless_the_status_flips() {
         condition(&first.status, READY).last_transition_time,
         time(0)
     );
-    // Still pending at t(30): the first pod is recorded then.
-    sim.at(30).step();
+    // Placed at once and still pending at t(30): the first pod is recorded then.
+    sim.placed(0).at(30).step();
     assert_eq!(
         condition(sim.status(), READY).last_transition_time,
         time(30)
@@ -74,6 +74,7 @@ fn steady_state_is_silent() {
         ("pending", {
             let mut sim = Sim::new(named(fast()));
             sim.step();
+            sim.placed(1);
             sim
         }),
         ("backing off", {

@@ -63,6 +63,12 @@ fn a_pod_that_never_starts_is_deleted_and_restarted_as_startup_timeout() {
     let plan = sim.step();
     assert_eq!(
         plan.requeue_at,
+        Some(t(120)),
+        "the startup timeout comes before the scheduler queue's wait"
+    );
+    let placed = sim.placed(0).at(1).step();
+    assert_eq!(
+        placed.requeue_at,
         Some(t(30)),
         "the first pod is recorded by then"
     );

@@ -68,6 +68,7 @@ fn running_pod(attempt: u32, since: i64, ready: bool) -> PodFacts {
         message: None,
         disruption: None,
         unschedulable: None,
+        scheduled_at: None,
         ready,
         containers: vec![ContainerFacts {
             name: "agent".to_string(),

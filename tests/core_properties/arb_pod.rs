@@ -97,6 +97,7 @@ fn arb_pod_shape() -> BoxedStrategy<(i64, PodFacts)> {
         ]),
         (
             proptest::option::of(Just("Unschedulable".to_string())),
+            proptest::option::of(arb_time()),
             any::<bool>(),
             proptest::collection::vec(arb_container_phase(), 0..3),
             proptest::option::of(prop_oneof![Just("h1".to_string()), Just("h2".to_string())]),
@@ -112,7 +113,7 @@ fn arb_pod_shape() -> BoxedStrategy<(i64, PodFacts)> {
                 reason,
                 message,
                 disruption,
-                (unschedulable, ready, states, template_hash),
+                (unschedulable, scheduled_at, ready, states, template_hash),
             )| {
                 let pod = PodFacts {
                     name: String::new(),
@@ -125,6 +126,7 @@ fn arb_pod_shape() -> BoxedStrategy<(i64, PodFacts)> {
                     message,
                     disruption,
                     unschedulable,
+                    scheduled_at,
                     ready,
                     containers: states
                         .into_iter()
