@@ -63,6 +63,7 @@ fn values_schema_and_guards_reject_mistakes() {
         ("image.pullPolicy=Sometimes", "pullPolicy"),
         ("watchNamespaces={Team_A}", "watchNamespaces"),
         ("concurrency=0", "concurrency"),
+        ("workerThreads=0", "workerThreads"),
         ("restartBudget.rate=0", "rate"),
         ("restartBudget.burst=0", "burst"),
         (
