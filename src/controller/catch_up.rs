@@ -1,5 +1,6 @@
 //! Writes that only catch the record up with a first pod still pending (it waited
-//! `FIRST_RECORD_WAIT` and has not run yet) give way to the reconciles that create pods: at
+//! `FIRST_RECORD_WAIT` since it was placed, or `FIRST_RECORD_QUEUE_WAIT` unplaced, and has not
+//! run yet) give way to the reconciles that create pods: at
 //! 10,000 Agents they came due by the thousand while the last Agents were still being created,
 //! and kept those waiting (see the README's performance section).
 
