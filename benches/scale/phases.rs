@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use agent_supervisor::api::{AGENT_LABEL, Agent, RestartPolicy};
+use agent_supervisor::supervise::pod_name;
 use anyhow::{Context as _, bail};
 use futures::{StreamExt, TryStreamExt};
 use jiff::Timestamp;
@@ -190,13 +191,7 @@ async fn storm(client: &Client, options: &Options, m: &mut Measured) -> anyhow::
     for i in 0..options.newcomers {
         tokio::time::sleep_until((start + spacing * (i as u32 + 1)).into()).await;
         let name = format!("{NEWCOMER}{i}");
-        let agent: Agent = serde_json::from_value(json!({
-            "apiVersion": "supervisor.dev/v1alpha1",
-            "kind": "Agent",
-            "metadata": {"name": name},
-            "spec": agent_spec(None, false),
-        }))?;
-        agents.create(&PostParams::default(), &agent).await?;
+        create_agent(&agents, &name, &agent_spec(None, false)).await?;
         newcomers.push(name);
     }
     tokio::time::sleep_until((start + storm).into()).await;
@@ -266,7 +261,7 @@ pub async fn warm_up(options: WarmUp) -> anyhow::Result<()> {
             let pod = json!({
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": format!("{agent}-1"), "labels": {AGENT_LABEL: agent}},
+                "metadata": {"name": pod_name(&agent, 1), "labels": {AGENT_LABEL: agent}},
                 "spec": spec["template"]["spec"],
             });
             let api = api.clone();
@@ -288,8 +283,8 @@ pub async fn warm_up(options: WarmUp) -> anyhow::Result<()> {
     delete_namespace(&client, ns).await
 }
 
-/// From each Agent's create to its first pod's (`<agent>-1`, as both controllers name it), each
-/// when the API server completed it (the audit log); Agents without both are left out.
+/// From each Agent's create to its first pod's (`pod_name(agent, 1)`, as both controllers name
+/// it), each when the API server completed it (the audit log); Agents without both are left out.
 fn first_pod_latencies<'a>(
     audit_dir: &Path,
     namespace: &str,
@@ -300,7 +295,7 @@ fn first_pod_latencies<'a>(
     Ok(agents
         .filter_map(|agent| {
             let since = pods_at
-                .get(&format!("{agent}-1"))?
+                .get(&pod_name(agent, 1))?
                 .duration_since(*agents_at.get(agent)?);
             Some(Duration::try_from(since).unwrap_or_default())
         })
@@ -353,23 +348,33 @@ async fn create_agents(
     futures::stream::iter(0..count)
         .map(|i| {
             let name = format!("{prefix}-{i}");
-            let agent = json!({
-                "apiVersion": "supervisor.dev/v1alpha1",
-                "kind": "Agent",
-                "metadata": {"name": name},
-                "spec": spec,
-            });
+            let spec = &spec;
             async move {
-                let agent: Agent = serde_json::from_value(agent)?;
-                api.create(&PostParams::default(), &agent)
-                    .await
-                    .with_context(|| format!("cannot create Agent {name}"))?;
+                create_agent(api, &name, spec).await?;
                 anyhow::Ok((name, Instant::now()))
             }
         })
         .buffer_unordered(32)
         .try_collect()
         .await
+}
+
+/// Creates the Agent `name` with `spec`.
+async fn create_agent(
+    api: &Api<Agent>,
+    name: &str,
+    spec: &serde_json::Value,
+) -> anyhow::Result<()> {
+    let agent: Agent = serde_json::from_value(json!({
+        "apiVersion": "supervisor.dev/v1alpha1",
+        "kind": "Agent",
+        "metadata": {"name": name},
+        "spec": spec,
+    }))?;
+    api.create(&PostParams::default(), &agent)
+        .await
+        .with_context(|| format!("cannot create Agent {name}"))?;
+    Ok(())
 }
 
 async fn create_namespace(client: &Client, name: &str) -> anyhow::Result<()> {
