@@ -1,21 +1,29 @@
-//! Writes that only catch the record up with a first pod still pending (it waited
-//! `FIRST_RECORD_WAIT` since it was placed, or `FIRST_RECORD_QUEUE_WAIT` unplaced, and has not
-//! run yet) give way to the reconciles that create pods: at
-//! 10,000 Agents they came due by the thousand while the last Agents were still being created,
-//! and kept those waiting (see the README's performance section).
+//! Writes that only catch the record up with a first pod give way to the reconciles that
+//! create pods. A first pod still pending (it waited `FIRST_RECORD_WAIT` since it was placed, or
+//! `FIRST_RECORD_QUEUE_WAIT` unplaced): at 10,000 Agents these came due by the thousand while
+//! the last Agents were still being created, and kept those waiting. A first pod that runs: in
+//! a burst of creates, the early pods run while the later ones are still being made, and their
+//! records, each an Agent status write the API server pays for, slowed every create after them
+//! (see the README's performance section). The pod is the record until its write: a decision
+//! that finds it unwritten adopts the pod, as after a lost write.
 
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use crate::api::{AgentStatus, Phase};
-use crate::supervise::Plan;
+use crate::supervise::{FIRST_RECORD_WAIT, Plan};
 
 /// At most this many such writes run at once, per scope.
 pub(super) const TURNS: usize = 8;
 /// How long one that found no turn waits before it tries again.
 pub(super) const LATER: Duration = Duration::from_secs(3);
+/// A pod created less than this long ago means the operator is creating pods.
+pub(super) const BUSY: Duration = Duration::from_millis(250);
+/// How long a write that gives way to the creates waits before it looks again.
+pub(super) const SOON: Duration = Duration::from_secs(1);
 
-/// Whether `plan` only writes down, for an Agent never written, a first pod that has waited and
-/// is still pending: nothing created, deleted or said.
+/// Whether `plan` only writes down, for an Agent never written, its first pod pending or
+/// running: nothing created, deleted or said.
 pub(super) fn catching_up(before: &AgentStatus, plan: &Plan, held: bool) -> bool {
     !held
         && *before == AgentStatus::default()
@@ -23,7 +31,32 @@ pub(super) fn catching_up(before: &AgentStatus, plan: &Plan, held: bool) -> bool
         && plan.delete_pod.is_none()
         && plan.events.is_empty()
         && plan.status.attempt == 1
-        && plan.status.phase == Some(Phase::Pending)
+        && matches!(plan.status.phase, Some(Phase::Pending | Phase::Running))
+}
+
+/// When the operator last created a pod, in any scope: they share one API server.
+#[derive(Debug, Default)]
+pub struct Creates(Mutex<Option<Instant>>);
+
+impl Creates {
+    /// A pod was just created.
+    pub(super) fn created(&self) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    }
+
+    /// Whether a pod was created less than `BUSY` before `now`.
+    pub(super) fn busy(&self, now: Instant) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some_and(|at| now.saturating_duration_since(at) < BUSY)
+    }
+}
+
+/// Whether a catching-up write waits for the creates to pause: while pods are being created,
+/// for at most `FIRST_RECORD_WAIT` after its own pod was (a pod of unknown age does not wait).
+pub(super) fn gives_way(busy: bool, pod_age: Option<Duration>) -> bool {
+    busy && pod_age.is_some_and(|age| age < FIRST_RECORD_WAIT)
 }
 
 #[cfg(test)]
@@ -39,7 +72,7 @@ mod tests {
     }
 
     #[test]
-    fn only_the_record_of_a_first_pod_still_pending_gives_way() {
+    fn only_the_record_of_a_first_pod_gives_way() {
         let never = AgentStatus::default();
         assert!(catching_up(&never, &recording_pending(), false));
         // Still held: nothing is written, so nothing waits for a turn.
@@ -50,10 +83,14 @@ mod tests {
             ..AgentStatus::default()
         };
         assert!(!catching_up(&written, &recording_pending(), false));
-        // The pod runs: the write that records it is due now.
+        // The pod runs: the write that records it catches up too.
         let mut running = recording_pending();
         running.status.phase = Some(Phase::Running);
-        assert!(!catching_up(&never, &running, false));
+        assert!(catching_up(&never, &running, false));
+        // It failed: the write records a failure, which is news.
+        let mut failed = recording_pending();
+        failed.status.phase = Some(Phase::BackingOff);
+        assert!(!catching_up(&never, &failed, false));
         // Anything else the decision does or says goes first, with its write.
         let mut saying = recording_pending();
         saying.events.push(crate::supervise::Event {
@@ -65,5 +102,31 @@ mod tests {
         let mut deleting = recording_pending();
         deleting.delete_pod = Some("a-1".to_string());
         assert!(!catching_up(&never, &deleting, false));
+    }
+
+    #[test]
+    fn creates_make_the_operator_busy_for_a_moment() {
+        let creates = Creates::default();
+        let now = Instant::now();
+        assert!(!creates.busy(now), "nothing created yet");
+        creates.created();
+        let later = Instant::now();
+        assert!(creates.busy(later));
+        assert!(!creates.busy(later + BUSY));
+    }
+
+    #[test]
+    fn a_catching_up_write_waits_for_the_creates_only_so_long() {
+        let young = Some(Duration::from_secs(2));
+        assert!(gives_way(true, young));
+        assert!(
+            !gives_way(false, young),
+            "nothing being created: written now"
+        );
+        assert!(
+            !gives_way(true, Some(FIRST_RECORD_WAIT)),
+            "its pod is {FIRST_RECORD_WAIT:?} old: written now"
+        );
+        assert!(!gives_way(true, None), "a pod of unknown age does not wait");
     }
 }

@@ -118,6 +118,8 @@ pub struct Context {
     /// Turns for writes that only catch the record up with a first pod still pending: they
     /// give way to the work that creates pods (see `catch_up`).
     catch_up: tokio::sync::Semaphore,
+    /// When the operator last created a pod, in any scope (see `catch_up`).
+    creates: Arc<catch_up::Creates>,
     /// Each Agent's finished pods, where old attempts are found.
     finished: Arc<finished::FinishedPods>,
 }
@@ -150,6 +152,7 @@ pub async fn run(
         config.event_window,
         config.metrics.events_dropped.clone(),
     );
+    let creates = Arc::new(catch_up::Creates::default());
     let tasks = scopes.into_iter().map(|scope| {
         scope::run_scope(
             client.clone(),
@@ -157,6 +160,7 @@ pub async fn run(
             &config,
             budget.clone(),
             events.clone(),
+            creates.clone(),
             shutdown.clone(),
         )
         .boxed()

@@ -187,14 +187,19 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
                     .inspect_err(|e| events::warn_user(agent, e, ctx))?;
                 ctx.own_writes
                     .created(&agent.namespace().unwrap_or_default(), &new.name);
+                ctx.creates.created();
                 remove_old_pods(agent, &pods, new.attempt, ctx);
             }
             // A first pod not yet running is recorded once it runs (or has waited): until then
             // the pod itself is the record.
             let held = plan.hold_status_until.is_some_and(|t| t > now);
-            // Recording a first pod that waited and is still pending is no one's next step: it
-            // gives way to the reconciles that create pods while writes are queued up.
+            // Recording a first pod, pending or running, is no one's next step: it gives way to
+            // the reconciles that create pods, while they do and while writes are queued up.
             let _turn = if catch_up::catching_up(before, &plan, held) {
+                let pod_age = first_pod_age(agent, &plan, ctx, now);
+                if catch_up::gives_way(ctx.creates.busy(std::time::Instant::now()), pod_age) {
+                    return Ok(Done::Then(Action::requeue(catch_up::SOON)));
+                }
                 let Ok(turn) = ctx.catch_up.try_acquire() else {
                     return Ok(Done::Then(Action::requeue(catch_up::LATER)));
                 };
@@ -322,6 +327,22 @@ async fn is_current(agent: &Agent, ctx: &Context) -> Result<bool, Error> {
         }
         .into()),
     }
+}
+
+/// How long ago the pod `plan` records was created, as the cache has it.
+fn first_pod_age(
+    agent: &Agent,
+    plan: &Plan,
+    ctx: &Context,
+    now: jiff::Timestamp,
+) -> Option<Duration> {
+    let name = plan.status.pod_name.as_deref()?;
+    let pod = ctx
+        .pods
+        .get(&ObjectRef::new(name).within(&agent.namespace().unwrap_or_default()))?;
+    let created = pod.metadata.creation_timestamp.as_ref()?.0;
+    let age = now.duration_since(created);
+    Duration::try_from(age).ok()
 }
 
 /// Whether `plan` resumes supervision after a cleared shutdown or a suspend by taking the pod

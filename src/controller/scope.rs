@@ -53,6 +53,7 @@ pub(super) async fn run_scope(
     config: &Config,
     budget: Arc<budget::Budget>,
     events: events::Sender,
+    creates: Arc<catch_up::Creates>,
     shutdown: impl Future<Output = ()> + Clone + Send + Sync + 'static,
 ) {
     let within = scope.as_deref().unwrap_or("all namespaces");
@@ -210,6 +211,7 @@ pub(super) async fn run_scope(
         gone,
         own_writes: fresh::OwnWrites::default(),
         catch_up: tokio::sync::Semaphore::new(catch_up::TURNS),
+        creates,
         finished,
     });
     config.metrics.watch_agents(agents.clone());
