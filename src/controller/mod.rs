@@ -147,12 +147,13 @@ pub async fn run(
     }
     let budget = budget::Budget::new(config.budget);
     // One for the process: one bound on the Events waiting, shared by every scope.
+    let creates = Arc::new(catch_up::Creates::default());
     let events = events::Sender::new(
         client.clone(),
         config.event_window,
         config.metrics.events_dropped.clone(),
+        creates.clone(),
     );
-    let creates = Arc::new(catch_up::Creates::default());
     let tasks = scopes.into_iter().map(|scope| {
         scope::run_scope(
             client.clone(),

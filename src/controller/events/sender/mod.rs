@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event as EventObject;
@@ -14,6 +14,7 @@ use tokio::sync::Semaphore;
 use tracing::warn;
 
 use super::NOTE_LIMIT;
+use crate::controller::catch_up::{self, Creates};
 
 /// How long after an Event about an agent its next ones wait, to be sent together. An agent
 /// that crashes now and then has each Event sent at once; one crashing every few seconds has
@@ -45,18 +46,26 @@ pub struct Sender {
     windows: Arc<Mutex<Windows>>,
     turns: Arc<Semaphore>,
     dropped: Counter,
+    /// When the operator last created a pod: Events wait while it is creating them.
+    creates: Arc<Creates>,
 }
 
 impl Sender {
     /// A sender holding an object's Events for `window` after one is sent (`WINDOW` outside
-    /// tests).
-    pub fn new(client: kube::Client, window: Duration, dropped: Counter) -> Self {
+    /// tests), and while the operator is creating pods (for at most a window).
+    pub fn new(
+        client: kube::Client,
+        window: Duration,
+        dropped: Counter,
+        creates: Arc<Creates>,
+    ) -> Self {
         Sender {
             client,
             window,
             windows: Arc::new(Mutex::new(Windows::new(QUEUED))),
             turns: Arc::new(Semaphore::new(SENDING)),
             dropped,
+            creates,
         }
     }
 
@@ -82,6 +91,7 @@ impl Sender {
         tokio::spawn(async move {
             let mut batch = first;
             loop {
+                sender.after_creates().await;
                 let sent = batch.len();
                 sender.send_all(&regarding, merge(batch)).await;
                 lock(&sender.windows).sent(sent);
@@ -92,6 +102,15 @@ impl Sender {
                 }
             }
         });
+    }
+
+    /// Waits while the operator is creating pods, for at most one window: in a burst of new
+    /// Agents, their Events follow their pods instead of slowing the creates after them.
+    async fn after_creates(&self) {
+        let deadline = Instant::now() + self.window;
+        while self.creates.busy(Instant::now()) && Instant::now() < deadline {
+            tokio::time::sleep(catch_up::BUSY).await;
+        }
     }
 
     async fn send_all(&self, regarding: &ObjectReference, events: Vec<Pending>) {
