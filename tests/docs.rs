@@ -180,7 +180,7 @@ fn exported_metrics() -> BTreeSet<String> {
         })
         .inc();
     // One agent in the cache, for the per-agent gauge.
-    let (store, mut writer) = reflector::store::<kube::core::DeserializeGuard<Agent>>();
+    let (store, mut writer) = reflector::store::<agent_supervisor::api::wire::Guarded<Agent>>();
     let agent: Agent = serde_json::from_value(serde_json::json!({
         "apiVersion": "supervisor.dev/v1alpha1", "kind": "Agent",
         "metadata": { "name": "a", "namespace": "n" },
@@ -188,9 +188,9 @@ fn exported_metrics() -> BTreeSet<String> {
         "status": { "phase": "Running", "restartCount": 1 }
     }))
     .unwrap();
-    writer.apply_watcher_event(&watcher::Event::Apply(kube::core::DeserializeGuard(Ok(
-        agent,
-    ))));
+    writer.apply_watcher_event(&watcher::Event::Apply(
+        agent_supervisor::api::wire::Guarded(Ok(agent)),
+    ));
     metrics.watch_agents(store);
     let text = metrics.encode();
     text.lines()

@@ -11,6 +11,7 @@ mod policy;
 mod reference;
 mod resume;
 mod template;
+pub mod wire;
 
 pub use agent::*;
 pub use agent_status::*;

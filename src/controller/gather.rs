@@ -10,9 +10,9 @@ use kube::{Api, ResourceExt};
 use super::error::GatherError;
 use super::manifests::{controlled_by, template_hash};
 use super::{Context, PolicyObject};
+use crate::api::wire::Guarded;
 use crate::api::{Agent, RESET_REQUESTED_ANNOTATION, RESTART_REQUESTED_ANNOTATION, RestartPolicy};
 use crate::supervise::{AgentFacts, Input, PolicyResolution, pod_name};
-use kube::core::DeserializeGuard;
 
 /// Where facts come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,7 +129,7 @@ async fn resolve_policy_confirmed(
     let api: Api<PolicyObject> =
         Api::namespaced(ctx.client.clone(), &agent.namespace().unwrap_or_default());
     Ok(match read(&api, name).await? {
-        Some(DeserializeGuard(Ok(policy))) => PolicyResolution::Named(name.clone(), policy.spec),
+        Some(Guarded(Ok(policy))) => PolicyResolution::Named(name.clone(), policy.spec),
         _ => resolution,
     })
 }

@@ -6,9 +6,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::api::wire::Guarded;
 use futures::StreamExt;
 use kube::api::{Patch, PatchParams};
-use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -26,7 +26,7 @@ use crate::supervise::group::{
 };
 
 /// An AgentGroup as watched: decoded, or the reason it cannot be (reported, and skipped).
-pub type GroupObject = DeserializeGuard<AgentGroup>;
+pub type GroupObject = Guarded<AgentGroup>;
 
 /// The groups of one namespace that are not being deleted (a group being deleted no longer
 /// supervises anyone).

@@ -30,10 +30,10 @@ pub mod watched;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::api::wire::Guarded;
 use futures::FutureExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use kube::core::DeserializeGuard;
 use kube::runtime::controller::{self, Action};
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -54,9 +54,9 @@ use metrics::Metrics;
 pub const FIELD_MANAGER: &str = "agent-supervisor";
 
 /// An Agent as watched: decoded, or the reason it cannot be (reported, and skipped).
-pub type AgentObject = DeserializeGuard<Agent>;
+pub type AgentObject = Guarded<Agent>;
 /// A RestartPolicy as watched.
-pub type PolicyObject = DeserializeGuard<RestartPolicy>;
+pub type PolicyObject = Guarded<RestartPolicy>;
 
 /// What the controllers watch and how hard they work.
 #[derive(Clone, Debug)]

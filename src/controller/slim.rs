@@ -23,6 +23,7 @@ const OURS: &str = "supervisor.dev/";
 /// read.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct CachedPod {
+    #[serde(default, deserialize_with = "crate::api::wire::metadata")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     spec: Option<CachedSpec>,

@@ -3,8 +3,8 @@
 
 use std::sync::Mutex;
 
+use crate::api::wire::Guarded;
 use jiff::Timestamp;
-use kube::core::DeserializeGuard;
 use kube::runtime::reflector::Store;
 
 use crate::api::{Agent, AgentGroup, RestartPolicy};
@@ -13,9 +13,9 @@ use crate::api::{Agent, AgentGroup, RestartPolicy};
 /// controllers (the status page the process serves).
 #[derive(Default)]
 pub struct Watched {
-    agents: Mutex<Vec<Store<DeserializeGuard<Agent>>>>,
-    groups: Mutex<Vec<Store<DeserializeGuard<AgentGroup>>>>,
-    policies: Mutex<Vec<Store<DeserializeGuard<RestartPolicy>>>>,
+    agents: Mutex<Vec<Store<Guarded<Agent>>>>,
+    groups: Mutex<Vec<Store<Guarded<AgentGroup>>>>,
+    policies: Mutex<Vec<Store<Guarded<RestartPolicy>>>>,
 }
 
 impl std::fmt::Debug for Watched {
@@ -25,22 +25,22 @@ impl std::fmt::Debug for Watched {
 }
 
 impl Watched {
-    pub fn watch_agents(&self, store: Store<DeserializeGuard<Agent>>) {
+    pub fn watch_agents(&self, store: Store<Guarded<Agent>>) {
         lock(&self.agents).push(store);
     }
 
-    pub fn watch_groups(&self, store: Store<DeserializeGuard<AgentGroup>>) {
+    pub fn watch_groups(&self, store: Store<Guarded<AgentGroup>>) {
         lock(&self.groups).push(store);
     }
 
-    pub fn watch_policies(&self, store: Store<DeserializeGuard<RestartPolicy>>) {
+    pub fn watch_policies(&self, store: Store<Guarded<RestartPolicy>>) {
         lock(&self.policies).push(store);
     }
 
     /// What the caches hold now. Objects that do not decode are left out (the operator reports
     /// them with an `InvalidObject` Event).
     pub fn snapshot(&self, now: Timestamp) -> Snapshot {
-        fn decoded<K>(stores: &Mutex<Vec<Store<DeserializeGuard<K>>>>) -> Vec<K>
+        fn decoded<K>(stores: &Mutex<Vec<Store<Guarded<K>>>>) -> Vec<K>
         where
             K: kube::Resource + Clone + 'static,
             K::DynamicType: std::hash::Hash + Eq + Clone,

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use crate::api::wire::Guarded;
 use kube::ResourceExt;
-use kube::core::DeserializeGuard;
 use kube::runtime::reflector::Store;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -16,7 +16,7 @@ use crate::api::{Agent, BreakerState, Phase, RestartPolicy};
 /// Agents by phase and breakers by state, counted from the caches at scrape time.
 #[derive(Debug)]
 pub(super) struct AgentCollector {
-    pub(super) stores: Mutex<Vec<Store<DeserializeGuard<Agent>>>>,
+    pub(super) stores: Mutex<Vec<Store<Guarded<Agent>>>>,
     pub(super) per_agent: bool,
 }
 
@@ -38,7 +38,7 @@ struct AgentLabels {
 
 impl Collector for AgentCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let objects: Vec<Arc<DeserializeGuard<Agent>>> = self
+        let objects: Vec<Arc<Guarded<Agent>>> = self
             .stores
             .lock()
             .expect("metrics lock")
@@ -139,7 +139,7 @@ impl Collector for AgentCollector {
 /// Open outages, counted from the policy caches at scrape time.
 #[derive(Debug, Default)]
 pub(super) struct PolicyCollector {
-    pub(super) stores: Mutex<Vec<Store<DeserializeGuard<RestartPolicy>>>>,
+    pub(super) stores: Mutex<Vec<Store<Guarded<RestartPolicy>>>>,
 }
 
 impl Collector for PolicyCollector {

@@ -5,7 +5,7 @@ mod collectors;
 
 use std::sync::{Arc, Mutex};
 
-use kube::core::DeserializeGuard;
+use crate::api::wire::Guarded;
 use kube::runtime::reflector::Store;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -216,12 +216,12 @@ impl Metrics {
     }
 
     /// Counts agents by phase and breaker state from this store at every scrape.
-    pub fn watch_agents(&self, store: Store<DeserializeGuard<Agent>>) {
+    pub fn watch_agents(&self, store: Store<Guarded<Agent>>) {
         self.agents.stores.lock().expect("metrics lock").push(store);
     }
 
     /// Counts open outages from this store at every scrape.
-    pub fn watch_policies(&self, store: Store<DeserializeGuard<RestartPolicy>>) {
+    pub fn watch_policies(&self, store: Store<Guarded<RestartPolicy>>) {
         self.policies
             .stores
             .lock()
