@@ -12,6 +12,8 @@
 #                      logs/ next to the kubeconfig) instead of starting one
 #   CONCURRENCY        the operator's --concurrency (default: its own)
 #   BENCH_CHECK=1      fail unless every figure is present and sane (the smoke run of make test)
+#   OPERATOR_BIN       measure this build of the operator instead of this checkout's (a before
+#                      and after on one control plane)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
@@ -31,6 +33,7 @@ RESTART_BURST=${RESTART_BURST:-100000}
 command="N=$N M=$M STORM=$STORM QUIET=$QUIET RESTART_RATE=$RESTART_RATE RESTART_BURST=$RESTART_BURST make bench-scale"
 # The operator reads CONCURRENCY (its --concurrency) from the environment as well.
 [[ -z "${CONCURRENCY:-}" ]] || command="CONCURRENCY=$CONCURRENCY $command"
+[[ -z "${OPERATOR_BIN:-}" ]] || command="OPERATOR_BIN=$OPERATOR_BIN $command"
 
 out="$REPO_ROOT/target/bench-scale"
 mkdir -p "$out"
@@ -114,7 +117,7 @@ log "warm-up: $N Agents and their pods, made directly"
 op_ns="bench-op-$run_id"
 port=$(free_port)
 measure operator "agent-supervisor/" "curl -sf http://127.0.0.1:$port/readyz" "$op_ns" -- \
-  "$bin/agent-supervisor" --leader-elect=false --namespaces="$op_ns-converge,$op_ns-storm" --status-addr= \
+  "${OPERATOR_BIN:-$bin/agent-supervisor}" --leader-elect=false --namespaces="$op_ns-converge,$op_ns-storm" --status-addr= \
   --metrics-addr="127.0.0.1:$port" --restart-rate="$RESTART_RATE" --restart-burst="$RESTART_BURST"
 bare_ns="bench-bare-$run_id"
 measure bare "bare-controller/" "[[ \$(grep -c '^ready' '$out/bare.log') -ge 2 ]]" "$bare_ns" -- \

@@ -7,6 +7,7 @@
 //! (see the README's performance section). The pod is the record until its write: a decision
 //! that finds it unwritten adopts the pod, as after a lost write.
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -34,14 +35,25 @@ pub(super) fn catching_up(before: &AgentStatus, plan: &Plan, held: bool) -> bool
         && matches!(plan.status.phase, Some(Phase::Pending | Phase::Running))
 }
 
-/// When the operator last created a pod, in any scope: they share one API server.
+/// When the operator last created pods, in any scope: they share one API server.
 #[derive(Debug, Default)]
-pub struct Creates(Mutex<Option<Instant>>);
+pub struct Creates(Mutex<VecDeque<Instant>>);
 
 impl Creates {
+    /// How many of the last creates are remembered: a storm is told by at most this many.
+    const KEPT: usize = 64;
+
     /// A pod was just created.
     pub(super) fn created(&self) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        self.created_at(Instant::now());
+    }
+
+    fn created_at(&self, at: Instant) {
+        let mut recent = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if recent.len() == Self::KEPT {
+            recent.pop_front();
+        }
+        recent.push_back(at);
     }
 
     /// Whether a pod was created less than `BUSY` before `now`.
@@ -49,7 +61,20 @@ impl Creates {
         self.0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .is_some_and(|at| now.saturating_duration_since(at) < BUSY)
+            .back()
+            .is_some_and(|at| now.saturating_duration_since(*at) < BUSY)
+    }
+
+    /// Whether at least `creates` pods were created in the second before `now` (a crash storm,
+    /// see `storm`); never when `creates` is 0.
+    pub(super) fn storm(&self, now: Instant, creates: usize) -> bool {
+        let recent = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let creates = creates.min(Self::KEPT);
+        creates > 0
+            && recent.len() >= creates
+            && recent
+                .get(recent.len() - creates)
+                .is_some_and(|at| now.saturating_duration_since(*at) < Duration::from_secs(1))
     }
 }
 
@@ -113,6 +138,28 @@ mod tests {
         let later = Instant::now();
         assert!(creates.busy(later));
         assert!(!creates.busy(later + BUSY));
+    }
+
+    #[test]
+    fn a_storm_is_so_many_creates_in_a_second() {
+        let creates = Creates::default();
+        let start = Instant::now();
+        assert!(!creates.storm(start, 3), "nothing created yet");
+        for i in 0..3 {
+            creates.created_at(start + Duration::from_millis(100 * i));
+        }
+        let now = start + Duration::from_millis(300);
+        assert!(creates.storm(now, 3));
+        assert!(!creates.storm(now, 4), "only three created");
+        assert!(!creates.storm(now, 0), "0 means never");
+        // A second after the first of the three, they are two in the last second.
+        assert!(!creates.storm(start + Duration::from_secs(1), 3));
+        assert!(creates.storm(start + Duration::from_secs(1), 2));
+        // Only the last KEPT are remembered: a threshold above it means KEPT.
+        for _ in 0..Creates::KEPT {
+            creates.created_at(now);
+        }
+        assert!(creates.storm(now, Creates::KEPT + 10));
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod routes;
 mod scope;
 pub(crate) mod slim;
 mod status;
+pub mod storm;
 mod watch;
 pub mod watched;
 
@@ -77,6 +78,8 @@ pub struct Config {
     pub status: Arc<watched::Watched>,
     /// How long an object's Events wait after one is sent, to go together (`events::WINDOW`).
     pub event_window: Duration,
+    /// When restart records wait out a crash storm (`storm`).
+    pub storm: storm::StormConfig,
 }
 
 impl Default for Config {
@@ -92,6 +95,7 @@ impl Default for Config {
             budget: budget::BudgetConfig::default(),
             status: Arc::default(),
             event_window: events::WINDOW,
+            storm: storm::StormConfig::default(),
         }
     }
 }
@@ -122,6 +126,9 @@ pub struct Context {
     creates: Arc<catch_up::Creates>,
     /// Each Agent's finished pods, where old attempts are found.
     finished: Arc<finished::FinishedPods>,
+    /// When restart records wait out a crash storm, and those waiting.
+    storm: storm::StormConfig,
+    held: storm::Held,
 }
 
 /// Runs the controllers until `shutdown` resolves: per watched namespace (or once for the whole

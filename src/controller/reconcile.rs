@@ -14,7 +14,7 @@ use super::budget::Admission;
 use super::error::{Error, GatherError, is_not_found};
 use super::fresh::Freshness;
 use super::gather::Source;
-use super::{AgentObject, Context, RESYNC, catch_up, events, gather, manifests, status};
+use super::{AgentObject, Context, RESYNC, catch_up, events, gather, manifests, status, storm};
 use crate::api::{Agent, AgentStatus};
 use crate::supervise::conditions::{self, Desired};
 use crate::supervise::{self, Plan};
@@ -67,6 +67,7 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
         // Its pods, Lease and claims go with it through garbage collection.
         ctx.own_writes
             .forget(&agent.namespace().unwrap_or_default(), &agent.name_any());
+        ctx.held.release(agent);
         return Ok(Done::Then(Action::await_change()));
     }
     let namespace = agent.namespace().unwrap_or_default();
@@ -88,10 +89,16 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
     });
     let now = jiff::Timestamp::now();
     let mut source = Source::Cache;
+    // A restart's record held back during a crash storm is where the decision starts from; the
+    // Agent as written is what a write is compared with.
+    let held_back = ctx.held.get(agent);
+    let with_held = held_back.as_ref().map(|h| h.apply(agent));
+    let mut written = agent;
+    let mut agent = with_held.as_ref().unwrap_or(agent);
     let input = gather::gather(agent, ctx, now, source).await?;
+    let watched = storm::watched(&input);
     let mut plan = supervise::decide(input);
-    let latest;
-    let mut agent = agent;
+    let (latest, latest_with_held);
     if plan.delete_pod.is_some() || adopts_on_resume(agent, &plan) {
         // Nothing is deleted on cached facts: a Lease renewed while the lease watch was
         // re-listing, or a pod the cache saw late, must not get a running agent killed. Nor is
@@ -103,7 +110,9 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
             Some(latest) if latest.metadata.deletion_timestamp.is_none() => latest,
             _ => return Ok(Done::Then(Action::await_change())),
         };
-        agent = &latest;
+        latest_with_held = ctx.held.get(&latest).map(|h| h.apply(&latest));
+        written = &latest;
+        agent = latest_with_held.as_ref().unwrap_or(&latest);
         source = Source::Server;
         plan = supervise::decide(gather::gather(agent, ctx, now, source).await?);
     } else if plan.create_pod.as_ref().is_some_and(|p| {
@@ -140,7 +149,9 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
         waiting = Some(wait);
     }
     let unset = AgentStatus::default();
+    // What the decision started from, and what the server has.
     let before = agent.status.as_ref().unwrap_or(&unset);
+    let on_server = written.status.as_ref().unwrap_or(&unset);
     if plan.create_pod.is_some() || plan.delete_pod.is_some() || !plan.events.is_empty() {
         let events: Vec<&str> = plan.events.iter().map(|e| e.reason.as_str()).collect();
         info!(
@@ -169,7 +180,8 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
         (Some(kill), None) => {
             // A kill (hung, never started, suspended, replaced) is recorded before it happens:
             // once the pod is gone, nothing else would tell it from a pod lost with its node.
-            status::record(agent, before, &plan, ctx).await?;
+            status::record(agent, on_server, &plan, ctx).await?;
+            ctx.held.release(agent);
             events::publish(agent, &plan, ctx);
             delete_pod(&pods, kill, ctx).await?;
         }
@@ -188,7 +200,9 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
                 ctx.own_writes
                     .created(&agent.namespace().unwrap_or_default(), &new.name);
                 ctx.creates.created();
-                remove_old_pods(agent, &pods, new.attempt, ctx);
+                // The pod of the attempt the server records stays: a successor rebuilds what is
+                // not recorded from it.
+                remove_old_pods(agent, &pods, new.attempt.min(on_server.attempt + 1), ctx);
             }
             // A first pod not yet running is recorded once it runs (or has waited): until then
             // the pod itself is the record.
@@ -207,10 +221,31 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
             } else {
                 None
             };
+            if !held && waiting.is_none() {
+                let since = held_back
+                    .as_ref()
+                    .map_or_else(std::time::Instant::now, |h| h.since);
+                let storm = ctx
+                    .creates
+                    .storm(std::time::Instant::now(), ctx.storm.creates);
+                if storm
+                    && since.elapsed() < ctx.storm.wait
+                    && storm::may_wait(on_server, &plan, watched)
+                {
+                    // The crash storm goes on: the record waits for this agent's next step.
+                    ctx.held.hold(written, plan.status.clone(), since);
+                    events::publish(agent, &plan, ctx);
+                    ctx.metrics.observe(before, &plan, now);
+                    let left = ctx.storm.wait.saturating_sub(since.elapsed());
+                    return Ok(Done::Then(requeue_within(&plan, now, left)));
+                }
+            }
             let written = if held {
                 None
             } else {
-                status::record(agent, before, &plan, ctx).await?
+                let written = status::record(agent, on_server, &plan, ctx).await?;
+                ctx.held.release(agent);
+                written
             };
             // Recorded: the Events follow without holding up the next reconcile.
             events::publish(agent, &plan, ctx);
@@ -371,7 +406,17 @@ fn scopeguard<F: FnOnce()>(f: F) -> impl Drop {
     Guard(Some(f))
 }
 
+/// As `requeue`, but within `limit`.
+fn requeue_within(plan: &Plan, now: jiff::Timestamp, limit: Duration) -> Action {
+    Action::requeue(wait_for(plan, now).min(limit))
+}
+
 fn requeue(plan: &Plan, now: jiff::Timestamp) -> Action {
+    Action::requeue(wait_for(plan, now))
+}
+
+/// How long until `plan` wants another look.
+fn wait_for(plan: &Plan, now: jiff::Timestamp) -> Duration {
     match plan.requeue_at {
         Some(at) => {
             let wait = (at - now)
@@ -379,8 +424,8 @@ fn requeue(plan: &Plan, now: jiff::Timestamp) -> Action {
                 .unwrap_or(0.0)
                 .max(0.0);
             // Status times are whole seconds: wake just after the due second.
-            Action::requeue(Duration::from_millis(wait as u64 + 50).min(RESYNC))
+            Duration::from_millis(wait as u64 + 50).min(RESYNC)
         }
-        None => Action::requeue(RESYNC),
+        None => RESYNC,
     }
 }

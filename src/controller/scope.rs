@@ -20,7 +20,7 @@ use super::slim::{self, CachedPod};
 use super::watch::{Change, Watches};
 use super::{
     AgentObject, Config, Context, Error, FIELD_MANAGER, PolicyObject, budget, catch_up, error,
-    events, finished, fresh, log_outcome, policies, reconcile, routes, uses_policy,
+    events, finished, fresh, log_outcome, policies, reconcile, routes, storm, uses_policy,
 };
 use crate::api::AGENT_LABEL;
 
@@ -213,6 +213,8 @@ pub(super) async fn run_scope(
         catch_up: tokio::sync::Semaphore::new(catch_up::TURNS),
         creates,
         finished,
+        storm: config.storm,
+        held: storm::Held::default(),
     });
     config.metrics.watch_agents(agents.clone());
     config.status.watch_agents(agents.clone());

@@ -18,6 +18,7 @@ mod ownership;
 mod restarts;
 mod shutdown;
 mod steady;
+mod storm;
 mod watches;
 
 use serde_json::json;

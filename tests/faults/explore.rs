@@ -9,6 +9,7 @@ use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use agent_supervisor::controller::WatchFaults;
+use agent_supervisor::controller::storm::StormConfig;
 use futures::FutureExt;
 use tokio::sync::Semaphore;
 
@@ -287,6 +288,14 @@ async fn run_once(
         namespaces: vec![ns.name.clone()],
         faults: watch,
         event_window: EVENT_WINDOW,
+        storm: if scenario.storm {
+            StormConfig {
+                creates: 1,
+                ..StormConfig::default()
+            }
+        } else {
+            StormConfig::default()
+        },
         ..Default::default()
     };
     let operator = Operator::start_with_config(faults.client().await, config.clone());

@@ -47,6 +47,11 @@ async fn crash_backoff_restart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_storm_records_wait() {
+    explore(&scenarios::CRASH_STORM).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manual_restart() {
     explore(&scenarios::MANUAL_RESTART).await;
 }

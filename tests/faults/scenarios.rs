@@ -17,6 +17,9 @@ pub struct Scenario {
     /// The agents, by name; the story's steps act on the first unless it picks another.
     pub agents: &'static [&'static str],
     pub groups: &'static [&'static str],
+    /// Run in a crash storm: every pod the operator creates makes one, so a restart's record
+    /// waits for the agent's next step (`controller::storm`).
+    pub storm: bool,
     pub drive: for<'a> fn(&'a Run) -> BoxFuture<'a, ()>,
     /// What the uninterrupted run's end state must be, beyond what the story waited for: the
     /// ways it is not. Every crashed run must then end as the uninterrupted one did.
@@ -41,6 +44,7 @@ pub const CRASH_RESTART: Scenario = Scenario {
     name: "crash-backoff-restart",
     agents: &["crasher"],
     groups: &[],
+    storm: false,
     drive: |run| Box::pin(crash_restart(run)),
     expect: as_waited,
 };
@@ -55,10 +59,40 @@ async fn crash_restart(run: &Run) {
     run.until("restartCount 2", |s| s.restart_count >= 2).await;
 }
 
+pub const CRASH_STORM: Scenario = Scenario {
+    name: "crash-storm",
+    agents: &["stormy"],
+    groups: &[],
+    storm: true,
+    drive: |run| Box::pin(crash_storm(run)),
+    expect: as_waited,
+};
+
+/// Three crashes in a row, each restarted at once, in a crash storm: the record of a restart
+/// waits for the next crash, whose write records both.
+async fn crash_storm(run: &Run) {
+    run.create_policy(json!({
+        "backoff": { "type": "Immediate", "jitter": 0.0 },
+        "circuitBreaker": { "failureThreshold": 0 },
+        "resetAfter": "10m",
+    }))
+    .await;
+    run.create_agent(json!({})).await;
+    run.end(1, 1, "Error", "first").await;
+    run.end(2, 1, "Error", "second").await;
+    run.end(3, 137, "OOMKilled", "").await;
+    run.running(4).await;
+    run.until("every crash recorded", |s| {
+        s.restart_count >= 3 && s.restart_history.len() >= 3
+    })
+    .await;
+}
+
 pub const MANUAL_RESTART: Scenario = Scenario {
     name: "manual-restart",
     agents: &["worker"],
     groups: &[],
+    storm: false,
     drive: |run| Box::pin(manual_restart(run)),
     expect: as_waited,
 };
@@ -83,6 +117,7 @@ pub const ROLLOUT: Scenario = Scenario {
     name: "rollout",
     agents: &["roller"],
     groups: &[],
+    storm: false,
     drive: |run| Box::pin(rollout(run)),
     expect: as_waited,
 };
@@ -107,6 +142,7 @@ pub const HEARTBEAT: Scenario = Scenario {
     name: "heartbeat-kill",
     agents: &["beater"],
     groups: &[],
+    storm: false,
     drive: |run| Box::pin(heartbeat(run)),
     expect: as_waited,
 };
@@ -134,6 +170,7 @@ pub const BREAKER: Scenario = Scenario {
     name: "breaker-open-probe-reopen",
     agents: &["flaky"],
     groups: &[],
+    storm: false,
     drive: |run| Box::pin(breaker(run)),
     expect: as_waited,
 };
@@ -174,6 +211,7 @@ pub const SUSPEND: Scenario = Scenario {
     name: "suspend-resume",
     agents: &["sleeper"],
     groups: &[],
+    storm: false,
     drive: |run| Box::pin(suspend(run)),
     expect: as_waited,
 };
@@ -195,6 +233,7 @@ pub const SHUTDOWN_MESSAGE: Scenario = Scenario {
     name: "shutdown-termination-message",
     agents: &["spender"],
     groups: &[],
+    storm: false,
     drive: |run| Box::pin(shutdown_message(run)),
     expect: as_waited,
 };
@@ -223,6 +262,7 @@ pub const SHUTDOWN_EXTERNAL: Scenario = Scenario {
     name: "shutdown-by-status-patch",
     agents: &["managed"],
     groups: &[],
+    storm: false,
     drive: |run| Box::pin(shutdown_external(run)),
     expect: as_waited,
 };
@@ -251,6 +291,7 @@ pub const CHECKPOINTS: Scenario = Scenario {
     name: "checkpoint-resume-poison",
     agents: &["resumer"],
     groups: &[],
+    storm: false,
     drive: |run| Box::pin(checkpoints(run)),
     expect: resumed_and_poisoned,
 };
@@ -314,9 +355,10 @@ fn resumed_and_poisoned(end: &End) -> Vec<String> {
 }
 
 /// Every scenario, for the runs that take them all.
-pub const ALL: [&Scenario; 14] = [
+pub const ALL: [&Scenario; 15] = [
     &crate::outage::OUTAGE,
     &CRASH_RESTART,
+    &CRASH_STORM,
     &MANUAL_RESTART,
     &ROLLOUT,
     &HEARTBEAT,

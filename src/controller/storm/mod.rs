@@ -1,0 +1,163 @@
+//! Restart records that wait out a crash storm.
+//!
+//! Under a crash storm every restart used to cost a status write, the most expensive request
+//! the operator makes (see the README's performance section), and the API server those writes
+//! saturate is the one the next pods wait for. While the operator creates pods at a storm's pace,
+//! the record of a restart (the failure and the pod that replaced it) waits, in this process, for
+//! the agent's next step: the next failure's write then records both, or the record is written
+//! once it has waited `StormConfig::wait`. A decision made meanwhile starts from the held record,
+//! as it would from the written one.
+//!
+//! What makes the wait safe: only one attempt is ever unrecorded, the one a pod was just created
+//! for after a failure, and that is exactly what a lost status write leaves: if the process stops,
+//! its successor rebuilds the failure from the pod that ended (kept until it is recorded) and the
+//! restart from the pod that replaced it. A record that would be the second one held is written.
+//! Nothing others decide from waits: not an agent with a heartbeat, not a member of a group (its
+//! group orders its members by their statuses), not an agent whose policy detects outages (it
+//! counts failures from the statuses).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use kube::ResourceExt;
+
+use crate::api::{Agent, AgentStatus, Phase, Trigger};
+use crate::supervise::{Input, Plan, PolicyResolution};
+
+/// When restart records wait, and for how long.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StormConfig {
+    /// Pods created in the last second, in any scope, that make a crash storm (0: never).
+    pub creates: usize,
+    /// How long a restart's record waits at most.
+    pub wait: Duration,
+}
+
+impl Default for StormConfig {
+    fn default() -> Self {
+        StormConfig {
+            creates: 10,
+            wait: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Whether `plan`'s record may wait, given the status as written: it records a failure of the
+/// written attempt and the pod created for it, and nothing else that is news.
+pub(super) fn may_wait(written: &AgentStatus, plan: &Plan, watched: bool) -> bool {
+    let running = |s: &AgentStatus| matches!(s.phase, Some(Phase::Pending | Phase::Running));
+    let n = written.attempt;
+    let s = &plan.status;
+    // What a successor would rebuild from the pods: the written attempt still running, its
+    // failure not recorded, and one attempt after it, made for that failure.
+    let rebuilt = n > 0
+        && running(written)
+        && written
+            .restart_history
+            .first()
+            .is_none_or(|r| r.attempt != n)
+        && s.attempt == n.saturating_add(1)
+        && running(s)
+        && s.restart_history
+            .first()
+            .is_some_and(|r| r.attempt == n && r.trigger == Trigger::Failure);
+    rebuilt
+        && !watched
+        && s.group.is_none()
+        && s.shutdown == written.shutdown
+        && plan.record_shutdown.is_none()
+        && plan.delete_pod.is_none()
+        && plan.hold_status_until.is_none()
+}
+
+/// Whether others decide from this agent's status, or a successor could not rebuild its failure
+/// exactly from its pods: a heartbeat (a lost heartbeat is told by the Lease, not the pod), a
+/// policy that detects outages, or one that is missing.
+pub(super) fn watched(input: &Input) -> bool {
+    let outages = match &input.policy {
+        PolicyResolution::Named(_, spec) | PolicyResolution::NamespaceDefault(spec) => {
+            spec.outage.is_some()
+        }
+        PolicyResolution::BuiltIn => false,
+        PolicyResolution::Missing(_) => true,
+    };
+    outages || input.agent.heartbeat.is_some()
+}
+
+/// The records held back, by Agent.
+#[derive(Default)]
+pub struct Held(Mutex<HashMap<(String, String), Record>>);
+
+/// One Agent's record held back.
+#[derive(Clone, Debug)]
+pub struct Record {
+    /// The Agent's uid, the resourceVersion it was decided on and the status it had then.
+    uid: String,
+    made_on: String,
+    written: AgentStatus,
+    pub status: AgentStatus,
+    /// When it began to wait.
+    pub since: Instant,
+}
+
+impl Record {
+    /// `agent` with this record as its status.
+    pub fn apply(&self, agent: &Agent) -> Agent {
+        Agent {
+            status: Some(self.status.clone()),
+            ..agent.clone()
+        }
+    }
+
+    /// Whether it was decided on `agent` as it is, or as it was but for its spec or metadata.
+    fn made_on(&self, agent: &Agent) -> bool {
+        let unset = AgentStatus::default();
+        agent.uid().as_deref() == Some(self.uid.as_str())
+            && (agent.resource_version().as_deref() == Some(self.made_on.as_str())
+                || *agent.status.as_ref().unwrap_or(&unset) == self.written)
+    }
+}
+
+impl Held {
+    /// The record held for `agent`, if it was decided on the Agent's status as it is (a change
+    /// of its spec or annotations leaves it held). One decided on a status changed since, by
+    /// someone else, is dropped: the decision adopts the pod, as after a lost write.
+    pub fn get(&self, agent: &Agent) -> Option<Record> {
+        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let key = key(agent);
+        let record = held.get_mut(&key)?;
+        if record.made_on(agent) {
+            record.made_on = agent.resource_version().unwrap_or_default();
+            return Some(record.clone());
+        }
+        held.remove(&key);
+        None
+    }
+
+    /// Holds `status` as `agent`'s record, decided on `agent` (the Agent as written).
+    pub fn hold(&self, agent: &Agent, status: AgentStatus, since: Instant) {
+        let record = Record {
+            uid: agent.uid().unwrap_or_default(),
+            made_on: agent.resource_version().unwrap_or_default(),
+            written: agent.status.clone().unwrap_or_default(),
+            status,
+            since,
+        };
+        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        held.insert(key(agent), record);
+    }
+
+    /// `agent`'s record was written, or the Agent is gone.
+    pub fn release(&self, agent: &Agent) {
+        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        held.remove(&key(agent));
+    }
+}
+
+fn key(agent: &Agent) -> (String, String) {
+    (agent.namespace().unwrap_or_default(), agent.name_any())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,110 @@
+use serde_json::json;
+
+use super::*;
+use crate::api::{GroupMembership, RestartRecord};
+
+/// A record of `attempt`'s end, for `trigger`.
+fn record(attempt: u32, trigger: &str) -> RestartRecord {
+    serde_json::from_value(json!({ "attempt": attempt, "trigger": trigger })).expect("a record")
+}
+
+/// As written: attempt 2 pending, attempt 1's crash and restart recorded.
+fn written() -> AgentStatus {
+    AgentStatus {
+        attempt: 2,
+        phase: Some(Phase::Pending),
+        restart_history: vec![record(1, "Failure")],
+        ..AgentStatus::default()
+    }
+}
+
+/// Attempt 2 crashed and attempt 3 was created for it.
+fn restarted() -> Plan {
+    Plan {
+        status: AgentStatus {
+            attempt: 3,
+            phase: Some(Phase::Pending),
+            restart_history: vec![record(2, "Failure"), record(1, "Failure")],
+            ..AgentStatus::default()
+        },
+        ..Plan::default()
+    }
+}
+
+#[test]
+fn a_failure_and_its_restart_may_wait() {
+    assert!(may_wait(&written(), &restarted(), false));
+    // Its pod now runs: still only that restart to record.
+    let mut running = restarted();
+    running.status.phase = Some(Phase::Running);
+    assert!(may_wait(&written(), &running, false));
+}
+
+#[test]
+fn only_one_attempt_is_ever_unrecorded() {
+    // Attempt 3 crashed too before anything was written: attempt 4's record is written.
+    let mut again = restarted();
+    again.status.attempt = 4;
+    again.status.restart_history.insert(0, record(3, "Failure"));
+    assert!(!may_wait(&written(), &again, false));
+    // Never written: a successor could not rebuild a failure from nothing.
+    let mut first = restarted();
+    first.status.attempt = 1;
+    assert!(!may_wait(&AgentStatus::default(), &first, false));
+    // The written failure waited for its backoff: the restart alone is not what waits.
+    let mut backing_off = written();
+    backing_off.phase = Some(Phase::BackingOff);
+    backing_off.restart_history.insert(0, record(2, "Failure"));
+    assert!(!may_wait(&backing_off, &restarted(), false));
+}
+
+#[test]
+fn what_others_read_or_a_person_asked_for_is_written_at_once() {
+    assert!(!may_wait(&written(), &restarted(), true), "watched");
+    let mut manual = restarted();
+    manual.status.restart_history[0] = record(2, "Manual");
+    assert!(!may_wait(&written(), &manual, false));
+    let mut member = restarted();
+    member.status.group = Some(GroupMembership {
+        name: "g".into(),
+        handled_reset: None,
+    });
+    assert!(!may_wait(&written(), &member, false));
+    let mut killing = restarted();
+    killing.delete_pod = Some("a-3".into());
+    assert!(!may_wait(&written(), &killing, false));
+    let mut stopped = restarted();
+    stopped.status.phase = Some(Phase::BackingOff);
+    assert!(!may_wait(&written(), &stopped, false));
+}
+
+fn agent(resource_version: &str) -> Agent {
+    serde_json::from_value(json!({
+        "apiVersion": "supervisor.dev/v1alpha1", "kind": "Agent",
+        "metadata": {"name": "a", "namespace": "ns", "uid": "u1",
+            "resourceVersion": resource_version},
+        "spec": {"template": {"spec": {"containers": [{"name": "a", "image": "x"}]}}},
+        "status": {"attempt": 2},
+    }))
+    .expect("an Agent")
+}
+
+#[test]
+fn a_held_record_lasts_while_the_agent_status_is_as_it_was_decided_on() {
+    let held = Held::default();
+    assert!(held.get(&agent("5")).is_none());
+    held.hold(&agent("5"), restarted().status, Instant::now());
+    let record = held.get(&agent("5")).expect("held");
+    assert_eq!(record.status.attempt, 3);
+    assert_eq!(record.apply(&agent("5")).status.map(|s| s.attempt), Some(3));
+    // Its spec or annotations changed: still held.
+    assert!(held.get(&agent("6")).is_some());
+    // Someone else wrote its status: the record is dropped, for good.
+    let mut patched = agent("7");
+    patched.status.as_mut().expect("a status").restart_count = 9;
+    assert!(held.get(&patched).is_none());
+    assert!(held.get(&agent("7")).is_none());
+    held.hold(&agent("5"), restarted().status, Instant::now());
+    held.release(&agent("5"));
+    assert!(held.get(&agent("5")).is_none());
+}

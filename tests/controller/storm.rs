@@ -1,0 +1,120 @@
+//! A crash storm: restart records wait for the agent's next step, and lose nothing.
+
+use std::time::Duration;
+
+use agent_supervisor::api::{Phase, Trigger};
+use agent_supervisor::controller::Config;
+use agent_supervisor::controller::storm::StormConfig;
+use serde_json::json;
+
+use crate::support::{self, Operator, TestNamespace};
+
+/// An operator that takes every pod it creates for a storm: each restart's record waits, at
+/// most `wait`.
+async fn in_a_storm(wait: Duration) -> (TestNamespace, Operator) {
+    let ns = TestNamespace::new().await;
+    support::install_crds(&ns.client).await;
+    let config = Config {
+        namespaces: vec![ns.name.clone()],
+        storm: StormConfig { creates: 1, wait },
+        ..Config::default()
+    };
+    let operator = Operator::start_with_config(Operator::admin_client().await, config);
+    (ns, operator)
+}
+
+#[tokio::test]
+async fn a_restarts_record_waits_for_the_next_crash_which_writes_both() {
+    let (ns, _operator) = in_a_storm(Duration::from_secs(60)).await;
+    ns.create_policy(
+        "immediate",
+        json!({ "backoff": { "type": "Immediate", "jitter": 0.0 },
+                "circuitBreaker": { "failureThreshold": 0 } }),
+    )
+    .await;
+    let versions = ns.record_agent("stormy").await;
+    ns.create_agent(
+        "stormy",
+        json!({ "restartPolicyRef": { "name": "immediate" } }),
+    )
+    .await;
+    ns.wait_running("stormy-1").await;
+    ns.wait_status("stormy", "attempt 1 recorded", |s| s.attempt == 1)
+        .await;
+
+    ns.terminate("stormy-1", 1, "Error", "first").await;
+    ns.wait_running("stormy-2").await;
+    ns.terminate("stormy-2", 2, "Error", "second").await;
+    let status = ns
+        .wait_status("stormy", "both crashes recorded", |s| s.restart_count == 2)
+        .await;
+    assert_eq!(status.attempt, 3);
+    assert_eq!(status.pod_name.as_deref(), Some("stormy-3"));
+    let history: Vec<_> = status
+        .restart_history
+        .iter()
+        .map(|r| (r.attempt, r.trigger, r.exit_code, r.restarted_at.is_some()))
+        .collect();
+    assert_eq!(
+        history,
+        [
+            (2, Trigger::Failure, Some(2), true),
+            (1, Trigger::Failure, Some(1), true)
+        ]
+    );
+    let last = status.last_failure.expect("the last failure");
+    assert_eq!(last.message.as_deref(), Some("second"));
+    assert_eq!(status.consecutive_failures, 2);
+    // The first restart's record waited: no status ever written said attempt 2.
+    let written: Vec<u32> = versions
+        .versions()
+        .iter()
+        .filter_map(|a| a.status.as_ref().map(|s| s.attempt))
+        .collect();
+    assert!(
+        written.contains(&3) && !written.contains(&2),
+        "attempts the status recorded, in order: {written:?}"
+    );
+    // Each crash and each restart told once.
+    let told = ns.wait_event("stormy", "Crashed").await;
+    assert!(!told.is_empty());
+    let crashes = ns
+        .events("stormy")
+        .await
+        .into_iter()
+        .filter(|(reason, _)| reason == "Crashed")
+        .count();
+    assert!(crashes <= 2, "{crashes} Crashed Events for two crashes");
+}
+
+#[tokio::test]
+async fn a_restarts_record_is_written_once_it_has_waited() {
+    let (ns, _operator) = in_a_storm(Duration::from_secs(3)).await;
+    ns.create_policy(
+        "immediate",
+        json!({ "backoff": { "type": "Immediate", "jitter": 0.0 },
+                "circuitBreaker": { "failureThreshold": 0 } }),
+    )
+    .await;
+    ns.create_agent(
+        "stormy",
+        json!({ "restartPolicyRef": { "name": "immediate" } }),
+    )
+    .await;
+    ns.wait_running("stormy-1").await;
+    ns.wait_status("stormy", "attempt 1 recorded", |s| s.attempt == 1)
+        .await;
+    ns.terminate("stormy-1", 1, "Error", "only").await;
+    ns.wait_running("stormy-2").await;
+    // No second crash comes: the record is written after its wait, with the pod running by then.
+    let status = ns
+        .wait_status("stormy", "the restart recorded", |s| s.attempt == 2)
+        .await;
+    assert_eq!(status.restart_count, 1);
+    assert_eq!(status.restart_history.len(), 1);
+    assert_eq!(status.restart_history[0].attempt, 1);
+    assert!(matches!(
+        status.phase,
+        Some(Phase::Pending | Phase::Running)
+    ));
+}
