@@ -111,6 +111,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
             burst: args.restart_burst,
         },
         status,
+        storm: controller::storm::StormConfig {
+            creates: args.storm_creates.into(),
+            ..controller::storm::StormConfig::default()
+        },
         ..controller::Config::default()
     };
     if args.leader_elect {

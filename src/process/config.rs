@@ -68,6 +68,12 @@ pub struct Args {
     #[arg(long, env = "KUBE_QPS", default_value_t = 0.0, value_parser = request_rate)]
     pub kube_qps: f64,
 
+    /// Pods created in the last second that make a crash storm: while the operator creates them
+    /// at that pace, the status write recording a crash and its restart waits (at most 10 s)
+    /// for the agent's next crash, whose write records both. 0: records never wait.
+    #[arg(long, env = "STORM_CREATES", default_value_t = 10)]
+    pub storm_creates: u16,
+
     /// Requests the operator sends at once at most, before --kube-qps applies.
     #[arg(long, env = "KUBE_BURST", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     pub kube_burst: u32,
@@ -158,6 +164,10 @@ mod tests {
         assert_eq!((args.restart_rate, args.restart_burst), (0.5, 3));
         let args = Args::try_parse_from(["agent-supervisor"]).unwrap();
         assert_eq!((args.kube_qps, args.kube_burst), (0.0, 100));
+        assert_eq!(args.storm_creates, 10);
+        let args = Args::try_parse_from(["agent-supervisor", "--storm-creates=0"]).unwrap();
+        assert_eq!(args.storm_creates, 0, "records never wait");
+        assert!(Args::try_parse_from(["agent-supervisor", "--storm-creates=-1"]).is_err());
         let args =
             Args::try_parse_from(["agent-supervisor", "--kube-qps=50", "--kube-burst=10"]).unwrap();
         assert_eq!((args.kube_qps, args.kube_burst), (50.0, 10));

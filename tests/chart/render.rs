@@ -64,6 +64,7 @@ fn values_schema_and_guards_reject_mistakes() {
         ("watchNamespaces={Team_A}", "watchNamespaces"),
         ("concurrency=0", "concurrency"),
         ("workerThreads=0", "workerThreads"),
+        ("stormCreates=-1", "stormCreates"),
         ("restartBudget.rate=0", "rate"),
         ("restartBudget.burst=0", "burst"),
         (
@@ -126,6 +127,22 @@ fn the_request_limit_is_passed_to_the_operator() {
     for flag in ["--kube-qps=50", "--kube-burst=20"] {
         assert!(set.contains(&flag.to_string()), "{set:?}");
     }
+}
+
+/// What makes a crash storm becomes the operator's flag: 10 creates a second unless set.
+#[test]
+fn the_storm_threshold_is_passed_to_the_operator() {
+    let namespace = "ops";
+    let defaults = operator_args(&documents(&template(namespace, &[])), namespace);
+    assert!(
+        defaults.contains(&"--storm-creates=10".to_string()),
+        "{defaults:?}"
+    );
+    let set = operator_args(
+        &documents(&template(namespace, &["stormCreates=0"])),
+        namespace,
+    );
+    assert!(set.contains(&"--storm-creates=0".to_string()), "{set:?}");
 }
 
 /// The status page stays on loopback unless someone chooses otherwise, and can be turned off;
