@@ -23,16 +23,14 @@ async fn in_a_storm(wait: Duration) -> (TestNamespace, Operator) {
     (ns, operator)
 }
 
-#[tokio::test]
-async fn a_restarts_record_waits_for_the_next_crash_which_writes_both() {
-    let (ns, _operator) = in_a_storm(Duration::from_secs(60)).await;
+/// The Agent `stormy`, restarted at once after every crash, its first pod running and recorded.
+async fn first_run(ns: &TestNamespace) {
     ns.create_policy(
         "immediate",
         json!({ "backoff": { "type": "Immediate", "jitter": 0.0 },
                 "circuitBreaker": { "failureThreshold": 0 } }),
     )
     .await;
-    let versions = ns.record_agent("stormy").await;
     ns.create_agent(
         "stormy",
         json!({ "restartPolicyRef": { "name": "immediate" } }),
@@ -41,6 +39,13 @@ async fn a_restarts_record_waits_for_the_next_crash_which_writes_both() {
     ns.wait_running("stormy-1").await;
     ns.wait_status("stormy", "attempt 1 recorded", |s| s.attempt == 1)
         .await;
+}
+
+#[tokio::test]
+async fn a_restarts_record_waits_for_the_next_crash_which_writes_both() {
+    let (ns, _operator) = in_a_storm(Duration::from_secs(60)).await;
+    let versions = ns.record_agent("stormy").await;
+    first_run(&ns).await;
 
     ns.terminate("stormy-1", 1, "Error", "first").await;
     ns.wait_running("stormy-2").await;
@@ -90,20 +95,7 @@ async fn a_restarts_record_waits_for_the_next_crash_which_writes_both() {
 #[tokio::test]
 async fn a_restarts_record_is_written_once_it_has_waited() {
     let (ns, _operator) = in_a_storm(Duration::from_secs(3)).await;
-    ns.create_policy(
-        "immediate",
-        json!({ "backoff": { "type": "Immediate", "jitter": 0.0 },
-                "circuitBreaker": { "failureThreshold": 0 } }),
-    )
-    .await;
-    ns.create_agent(
-        "stormy",
-        json!({ "restartPolicyRef": { "name": "immediate" } }),
-    )
-    .await;
-    ns.wait_running("stormy-1").await;
-    ns.wait_status("stormy", "attempt 1 recorded", |s| s.attempt == 1)
-        .await;
+    first_run(&ns).await;
     ns.terminate("stormy-1", 1, "Error", "only").await;
     ns.wait_running("stormy-2").await;
     // No second crash comes: the record is written after its wait, with the pod running by then.
