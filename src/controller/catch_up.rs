@@ -65,16 +65,16 @@ impl Creates {
             .is_some_and(|at| now.saturating_duration_since(*at) < BUSY)
     }
 
-    /// Whether at least `creates` pods were created in the second before `now` (a crash storm,
-    /// see `storm`); never when `creates` is 0.
-    pub(super) fn storm(&self, now: Instant, creates: usize) -> bool {
+    /// Whether at least `creates` pods were created within `within` before `now` (a crash
+    /// storm, see `storm`); never when `creates` is 0.
+    pub(super) fn storm(&self, now: Instant, creates: usize, within: Duration) -> bool {
         let recent = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let creates = creates.min(Self::KEPT);
         creates > 0
             && recent.len() >= creates
             && recent
                 .get(recent.len() - creates)
-                .is_some_and(|at| now.saturating_duration_since(*at) < Duration::from_secs(1))
+                .is_some_and(|at| now.saturating_duration_since(*at) < within)
     }
 }
 
@@ -140,26 +140,28 @@ mod tests {
         assert!(!creates.busy(later + BUSY));
     }
 
+    const SECOND: Duration = Duration::from_secs(1);
+
     #[test]
     fn a_storm_is_so_many_creates_in_a_second() {
         let creates = Creates::default();
         let start = Instant::now();
-        assert!(!creates.storm(start, 3), "nothing created yet");
+        assert!(!creates.storm(start, 3, SECOND), "nothing created yet");
         for i in 0..3 {
             creates.created_at(start + Duration::from_millis(100 * i));
         }
         let now = start + Duration::from_millis(300);
-        assert!(creates.storm(now, 3));
-        assert!(!creates.storm(now, 4), "only three created");
-        assert!(!creates.storm(now, 0), "0 means never");
+        assert!(creates.storm(now, 3, SECOND));
+        assert!(!creates.storm(now, 4, SECOND), "only three created");
+        assert!(!creates.storm(now, 0, SECOND), "0 means never");
         // A second after the first of the three, they are two in the last second.
-        assert!(!creates.storm(start + Duration::from_secs(1), 3));
-        assert!(creates.storm(start + Duration::from_secs(1), 2));
+        assert!(!creates.storm(start + Duration::from_secs(1), 3, SECOND));
+        assert!(creates.storm(start + Duration::from_secs(1), 2, SECOND));
         // Only the last KEPT are remembered: a threshold above it means KEPT.
         for _ in 0..Creates::KEPT {
             creates.created_at(now);
         }
-        assert!(creates.storm(now, Creates::KEPT + 10));
+        assert!(creates.storm(now, Creates::KEPT + 10, SECOND));
     }
 
     #[test]

@@ -89,7 +89,7 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
     });
     let now = jiff::Timestamp::now();
     let mut source = Source::Cache;
-    // A restart's record held back during a crash storm is where the decision starts from; the
+    // A failure's record held back during a crash storm is where the decision starts from; the
     // Agent as written is what a write is compared with.
     let held_back = ctx.held.get(agent);
     let with_held = held_back.as_ref().map(|h| h.apply(agent));
@@ -225,9 +225,11 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
                 let since = held_back
                     .as_ref()
                     .map_or_else(std::time::Instant::now, |h| h.since);
-                let storm = ctx
-                    .creates
-                    .storm(std::time::Instant::now(), ctx.storm.creates);
+                let storm = ctx.creates.storm(
+                    std::time::Instant::now(),
+                    ctx.storm.creates,
+                    ctx.storm.within,
+                );
                 if storm
                     && since.elapsed() < ctx.storm.wait
                     && storm::may_wait(on_server, &plan, watched)

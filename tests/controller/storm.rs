@@ -9,14 +9,18 @@ use serde_json::json;
 
 use crate::support::{self, Operator, TestNamespace};
 
-/// An operator that takes every pod it creates for a storm: each restart's record waits, at
-/// most `wait`.
+/// An operator that takes any pod it created in the last hour for a storm: each failure's record
+/// waits, at most `wait`.
 async fn in_a_storm(wait: Duration) -> (TestNamespace, Operator) {
     let ns = TestNamespace::new().await;
     support::install_crds(&ns.client).await;
     let config = Config {
         namespaces: vec![ns.name.clone()],
-        storm: StormConfig { creates: 1, wait },
+        storm: StormConfig {
+            creates: 1,
+            within: Duration::from_secs(3600),
+            wait,
+        },
         ..Config::default()
     };
     let operator = Operator::start_with_config(Operator::admin_client().await, config);
@@ -109,4 +113,54 @@ async fn a_restarts_record_is_written_once_it_has_waited() {
         status.phase,
         Some(Phase::Pending | Phase::Running)
     ));
+}
+
+#[tokio::test]
+async fn a_failures_record_waits_through_its_backoff_and_its_restart() {
+    let (ns, _operator) = in_a_storm(Duration::from_secs(60)).await;
+    let versions = ns.record_agent("backer").await;
+    ns.create_policy("exp", crate::fast_policy("2s")).await;
+    ns.create_agent("backer", json!({ "restartPolicyRef": { "name": "exp" } }))
+        .await;
+    ns.wait_running("backer-1").await;
+    ns.wait_status("backer", "attempt 1 recorded", |s| s.attempt == 1)
+        .await;
+
+    ns.terminate("backer-1", 1, "Error", "first").await;
+    // Restarted after its backoff, from the record held back.
+    ns.wait_running("backer-2").await;
+    ns.terminate("backer-2", 1, "Error", "second").await;
+    let status = ns
+        .wait_status("backer", "the second failure recorded", |s| {
+            s.attempt == 2 && s.phase == Some(Phase::BackingOff)
+        })
+        .await;
+    assert_eq!(status.restart_count, 1);
+    assert_eq!(status.consecutive_failures, 2);
+    let history: Vec<_> = status
+        .restart_history
+        .iter()
+        .map(|r| {
+            (
+                r.attempt,
+                r.backoff.map(|b| b.as_std().as_secs()),
+                r.restarted_at.is_some(),
+            )
+        })
+        .collect();
+    assert_eq!(history, [(2, Some(4), false), (1, Some(2), true)]);
+    // Neither the first failure's backoff nor its restart was written on its own.
+    let written: Vec<(u32, Option<Phase>)> = versions
+        .versions()
+        .iter()
+        .filter_map(|a| a.status.as_ref().map(|s| (s.attempt, s.phase)))
+        .collect();
+    assert!(
+        !written.contains(&(1, Some(Phase::BackingOff)))
+            && !written.contains(&(2, Some(Phase::Pending)))
+            && !written.contains(&(2, Some(Phase::Running))),
+        "attempts and phases the status recorded, in order: {written:?}"
+    );
+    // The restart after the second backoff is made as scheduled.
+    ns.wait_running("backer-3").await;
 }

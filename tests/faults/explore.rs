@@ -291,6 +291,7 @@ async fn run_once(
         storm: if scenario.storm {
             StormConfig {
                 creates: 1,
+                within: Duration::from_secs(3600),
                 ..StormConfig::default()
             }
         } else {

@@ -52,6 +52,11 @@ async fn crash_storm_records_wait() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_storm_backoff_records_wait() {
+    explore(&scenarios::CRASH_STORM_BACKOFF).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manual_restart() {
     explore(&scenarios::MANUAL_RESTART).await;
 }

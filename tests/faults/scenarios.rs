@@ -71,12 +71,20 @@ pub const CRASH_STORM: Scenario = Scenario {
 /// Three crashes in a row, each restarted at once, in a crash storm: the record of a restart
 /// waits for the next crash, whose write records both.
 async fn crash_storm(run: &Run) {
-    run.create_policy(json!({
-        "backoff": { "type": "Immediate", "jitter": 0.0 },
-        "circuitBreaker": { "failureThreshold": 0 },
-        "resetAfter": "10m",
-    }))
+    three_crashes(
+        run,
+        json!({
+            "backoff": { "type": "Immediate", "jitter": 0.0 },
+            "circuitBreaker": { "failureThreshold": 0 },
+            "resetAfter": "10m",
+        }),
+    )
     .await;
+}
+
+/// Under `policy`, three crashes in a row and the fourth attempt running, every crash recorded.
+async fn three_crashes(run: &Run, policy: Value) {
+    run.create_policy(policy).await;
     run.create_agent(json!({})).await;
     run.end(1, 1, "Error", "first").await;
     run.end(2, 1, "Error", "second").await;
@@ -86,6 +94,21 @@ async fn crash_storm(run: &Run) {
         s.restart_count >= 3 && s.restart_history.len() >= 3
     })
     .await;
+}
+
+pub const CRASH_STORM_BACKOFF: Scenario = Scenario {
+    name: "crash-storm-backoff",
+    agents: &["backer"],
+    groups: &[],
+    storm: true,
+    drive: |run| Box::pin(crash_storm_backoff(run)),
+    expect: as_waited,
+};
+
+/// Three crashes, each restarted after its backoff (1s, 2s, 4s), in a crash storm: a failure's
+/// record waits through its backoff and its restart for the next crash.
+async fn crash_storm_backoff(run: &Run) {
+    three_crashes(run, fast_policy()).await;
 }
 
 pub const MANUAL_RESTART: Scenario = Scenario {
@@ -355,10 +378,11 @@ fn resumed_and_poisoned(end: &End) -> Vec<String> {
 }
 
 /// Every scenario, for the runs that take them all.
-pub const ALL: [&Scenario; 15] = [
+pub const ALL: [&Scenario; 16] = [
     &crate::outage::OUTAGE,
     &CRASH_RESTART,
     &CRASH_STORM,
+    &CRASH_STORM_BACKOFF,
     &MANUAL_RESTART,
     &ROLLOUT,
     &HEARTBEAT,

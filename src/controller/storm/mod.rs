@@ -3,15 +3,15 @@
 //! Under a crash storm every restart used to cost a status write, the most expensive request
 //! the operator makes (see the README's performance section), and the API server those writes
 //! saturate is the one the next pods wait for. While the operator creates pods at a storm's pace,
-//! the record of a restart (the failure and the pod that replaced it) waits, in this process, for
-//! the agent's next step: the next failure's write then records both, or the record is written
-//! once it has waited `StormConfig::wait`. A decision made meanwhile starts from the held record,
-//! as it would from the written one.
+//! the record of a failure (its backoff, then the pod that replaced it) waits, in this process,
+//! for the agent's next step: the next failure's write then records both, or the record is
+//! written once it has waited `StormConfig::wait`. A decision made meanwhile starts from the held
+//! record, as it would from the written one.
 //!
-//! What makes the wait safe: only one attempt is ever unrecorded, the one a pod was just created
-//! for after a failure, and that is exactly what a lost status write leaves: if the process stops,
-//! its successor rebuilds the failure from the pod that ended (kept until it is recorded) and the
-//! restart from the pod that replaced it. A record that would be the second one held is written.
+//! What makes the wait safe: only one failure is ever unrecorded, and only what a successor
+//! decides again from the pods: the failure itself from the pod that ended (kept until it is
+//! recorded), the restart from the pod that replaced it, as after a lost status write. A record
+//! that would hold a second failure is written.
 //! Nothing others decide from waits: not an agent with a heartbeat, not a member of a group (its
 //! group orders its members by their statuses), not an agent whose policy detects outages (it
 //! counts failures from the statuses).
@@ -28,8 +28,10 @@ use crate::supervise::{Input, Plan, PolicyResolution};
 /// When restart records wait, and for how long.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StormConfig {
-    /// Pods created in the last second, in any scope, that make a crash storm (0: never).
+    /// Pods created within `within`, in any scope, that make a crash storm (0: never).
     pub creates: usize,
+    /// How recent those creates are: a second.
+    pub within: Duration,
     /// How long a restart's record waits at most.
     pub wait: Duration,
 }
@@ -38,30 +40,37 @@ impl Default for StormConfig {
     fn default() -> Self {
         StormConfig {
             creates: 10,
+            within: Duration::from_secs(1),
             wait: Duration::from_secs(10),
         }
     }
 }
 
 /// Whether `plan`'s record may wait, given the status as written: it records a failure of the
-/// written attempt and the pod created for it, and nothing else that is news.
+/// written attempt, waiting for its backoff or restarted by the pod created for it, and nothing
+/// else that is news.
 pub(super) fn may_wait(written: &AgentStatus, plan: &Plan, watched: bool) -> bool {
     let running = |s: &AgentStatus| matches!(s.phase, Some(Phase::Pending | Phase::Running));
     let n = written.attempt;
     let s = &plan.status;
-    // What a successor would rebuild from the pods: the written attempt still running, its
-    // failure not recorded, and one attempt after it, made for that failure.
+    // What a successor would decide again from the pods: the written attempt still running
+    // and its failure not recorded; then either that failure, its restart due later (decided
+    // anew from the pod that ended), or one attempt after it, made for that failure (adopted
+    // as after a lost write).
+    let failed = s
+        .restart_history
+        .first()
+        .is_some_and(|r| r.attempt == n && r.trigger == Trigger::Failure);
+    let backing_off = s.attempt == n && s.phase == Some(Phase::BackingOff);
+    let restarted = s.attempt == n.saturating_add(1) && running(s);
     let rebuilt = n > 0
         && running(written)
         && written
             .restart_history
             .first()
             .is_none_or(|r| r.attempt != n)
-        && s.attempt == n.saturating_add(1)
-        && running(s)
-        && s.restart_history
-            .first()
-            .is_some_and(|r| r.attempt == n && r.trigger == Trigger::Failure);
+        && failed
+        && (backing_off || restarted);
     rebuilt
         && !watched
         && s.group.is_none()

@@ -41,6 +41,24 @@ fn a_failure_and_its_restart_may_wait() {
 }
 
 #[test]
+fn a_failure_waiting_for_its_backoff_may_wait_too() {
+    let mut backing_off = restarted();
+    backing_off.status.attempt = 2;
+    backing_off.status.phase = Some(Phase::BackingOff);
+    assert!(may_wait(&written(), &backing_off, false));
+    // Its restart, made from the held record: still one failure unrecorded.
+    assert!(may_wait(&written(), &restarted(), false));
+    // The breaker opened instead: news, written at once.
+    let mut opened = backing_off.clone();
+    opened.status.phase = Some(Phase::CircuitOpen);
+    assert!(!may_wait(&written(), &opened, false));
+    // Stopped for good: written at once.
+    let mut stopped = backing_off;
+    stopped.status.phase = Some(Phase::Stopped);
+    assert!(!may_wait(&written(), &stopped, false));
+}
+
+#[test]
 fn only_one_attempt_is_ever_unrecorded() {
     // Attempt 3 crashed too before anything was written: attempt 4's record is written.
     let mut again = restarted();
@@ -56,6 +74,11 @@ fn only_one_attempt_is_ever_unrecorded() {
     backing_off.phase = Some(Phase::BackingOff);
     backing_off.restart_history.insert(0, record(2, "Failure"));
     assert!(!may_wait(&backing_off, &restarted(), false));
+    // A second failure, of the attempt held back, backing off: written.
+    let mut twice = restarted();
+    twice.status.phase = Some(Phase::BackingOff);
+    twice.status.restart_history.insert(0, record(3, "Failure"));
+    assert!(!may_wait(&written(), &twice, false));
 }
 
 #[test]
