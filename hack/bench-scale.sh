@@ -12,6 +12,8 @@
 #                      logs/ next to the kubeconfig) instead of starting one
 #   CONCURRENCY        the operator's --concurrency (default: its own)
 #   BENCH_CHECK=1      fail unless every figure is present and sane (the smoke run of make test)
+#   STORM_BACKOFF      the storm's agents back off this long (such as 2s) before each restart
+#                      (the baseline does not back off: the operator measured against itself)
 #   OPERATOR_BIN       measure this build of the operator instead of this checkout's (a before
 #                      and after on one control plane)
 set -euo pipefail
@@ -34,6 +36,7 @@ command="N=$N M=$M STORM=$STORM QUIET=$QUIET RESTART_RATE=$RESTART_RATE RESTART_
 # The operator reads CONCURRENCY (its --concurrency) from the environment as well.
 [[ -z "${CONCURRENCY:-}" ]] || command="CONCURRENCY=$CONCURRENCY $command"
 [[ -z "${OPERATOR_BIN:-}" ]] || command="OPERATOR_BIN=$OPERATOR_BIN $command"
+[[ -z "${STORM_BACKOFF:-}" ]] || command="STORM_BACKOFF=$STORM_BACKOFF $command"
 
 out="$REPO_ROOT/target/bench-scale"
 mkdir -p "$out"
@@ -104,7 +107,8 @@ measure() {
   log "$name: converge ($N agents), quiet ${QUIET}s, storm ($M agents, ${STORM}s)"
   "$bin/examples/bench-scale" run --controller "$name" --pid "$pid" --user-agent "$user_agent" \
     --audit-dir "$audit_dir" --namespace-prefix "$prefix" --agents "$N" --storm-agents "$M" \
-    --storm "$STORM" --quiet "$QUIET" --out "$out/$name.json"
+    --storm "$STORM" --quiet "$QUIET" ${STORM_BACKOFF:+--storm-backoff "$STORM_BACKOFF"} \
+    --out "$out/$name.json"
   kill "$pid"
   wait "$pid" || true
 }

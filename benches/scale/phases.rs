@@ -53,6 +53,11 @@ pub struct Options {
     /// The quiet stretch after converging, in seconds.
     #[arg(long, default_value_t = 60.0)]
     quiet: f64,
+    /// The storm's agents back off this long (a duration, such as 2s) before each restart,
+    /// instead of restarting at once. The baseline restarts at once all the same: a measure of
+    /// the operator against itself.
+    #[arg(long)]
+    storm_backoff: Option<String>,
     /// Where the figures go (JSON).
     #[arg(long)]
     pub out: PathBuf,
@@ -69,6 +74,7 @@ pub async fn run(options: Options) -> anyhow::Result<Measured> {
         agents: options.agents,
         storm_agents: options.storm_agents,
         storm_s: options.storm,
+        storm_backoff: options.storm_backoff.clone(),
         quiet_s: options.quiet,
         ..Measured::default()
     };
@@ -149,13 +155,18 @@ async fn converge(client: &Client, options: &Options, m: &mut Measured) -> anyho
 async fn storm(client: &Client, options: &Options, m: &mut Measured) -> anyhow::Result<()> {
     let ns = format!("{}-storm", options.namespace_prefix);
     create_namespace(client, &ns).await?;
-    // Restart at once, always: no breaker, no limit.
+    // Restart at once (or after the same short backoff), always: no breaker, no limit.
+    let backoff = match &options.storm_backoff {
+        None => json!({"type": "Immediate"}),
+        Some(delay) => json!({"type": "Exponential", "initialDelay": delay, "maxDelay": delay,
+            "jitter": 0.0}),
+    };
     let policy: RestartPolicy = serde_json::from_value(json!({
         "apiVersion": "supervisor.dev/v1alpha1",
         "kind": "RestartPolicy",
         "metadata": {"name": "immediate"},
         "spec": {
-            "backoff": {"type": "Immediate"},
+            "backoff": backoff,
             "circuitBreaker": {"failureThreshold": 0},
             "limits": {"maxRestarts": 0},
         },

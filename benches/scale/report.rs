@@ -14,6 +14,9 @@ pub struct Measured {
     pub agents: usize,
     pub storm_agents: usize,
     pub storm_s: f64,
+    /// The storm's backoff before each restart, if not at once (`STORM_BACKOFF`).
+    #[serde(default)]
+    pub storm_backoff: Option<String>,
     pub quiet_s: f64,
     /// Agents with a pod seen Running.
     pub pods_running: usize,
@@ -189,8 +192,13 @@ pub fn table(op: &Measured, bare: &Measured) -> String {
     );
     row(
         &format!(
-            "**{} agents crash-looping for {:.0} s** (Immediate, no breaker, no limits)",
-            op.storm_agents, op.storm_s
+            "**{} agents crash-looping for {:.0} s** ({}, no breaker, no limits)",
+            op.storm_agents,
+            op.storm_s,
+            op.storm_backoff.as_deref().map_or_else(
+                || "Immediate".to_string(),
+                |d| format!("the operator backing off {d}, the baseline not")
+            )
         ),
         String::new(),
         String::new(),
