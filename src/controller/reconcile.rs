@@ -221,26 +221,15 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
             } else {
                 None
             };
-            if !held && waiting.is_none() {
-                let since = held_back
-                    .as_ref()
-                    .map_or_else(std::time::Instant::now, |h| h.since);
-                let storm = ctx.creates.storm(
-                    std::time::Instant::now(),
-                    ctx.storm.creates,
-                    ctx.storm.within,
-                );
-                if storm
-                    && since.elapsed() < ctx.storm.wait
-                    && storm::may_wait(on_server, &plan, watched)
-                {
-                    // The crash storm goes on: the record waits for this agent's next step.
-                    ctx.held.hold(written, plan.status.clone(), since);
-                    events::publish(agent, &plan, ctx);
-                    ctx.metrics.observe(before, &plan, now);
-                    let left = ctx.storm.wait.saturating_sub(since.elapsed());
-                    return Ok(Done::Then(requeue_within(&plan, now, left)));
-                }
+            if !held
+                && waiting.is_none()
+                && let Some(left) =
+                    storm::hold_back(ctx, written, &plan, held_back.as_ref(), watched)
+            {
+                // The crash storm goes on: the record waits for this agent's next step.
+                events::publish(agent, &plan, ctx);
+                ctx.metrics.observe(before, &plan, now);
+                return Ok(Done::Then(requeue_within(&plan, now, left)));
             }
             let written = if held {
                 None

@@ -12,6 +12,7 @@
 //! decides again from the pods: the failure itself from the pod that ended (kept until it is
 //! recorded), the restart from the pod that replaced it, as after a lost status write. A record
 //! that would hold a second failure is written.
+//!
 //! Nothing others decide from waits: not an agent with a heartbeat, not a member of a group (its
 //! group orders its members by their statuses), not an agent whose policy detects outages (it
 //! counts failures from the statuses).
@@ -22,17 +23,18 @@ use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
 
+use super::Context;
 use crate::api::{Agent, AgentStatus, Phase, Trigger};
 use crate::supervise::{Input, Plan, PolicyResolution};
 
-/// When restart records wait, and for how long.
+/// When failure records wait, and for how long.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StormConfig {
     /// Pods created within `within`, in any scope, that make a crash storm (0: never).
     pub creates: usize,
     /// How recent those creates are: a second.
     pub within: Duration,
-    /// How long a restart's record waits at most.
+    /// How long a failure's record waits at most.
     pub wait: Duration,
 }
 
@@ -80,6 +82,29 @@ pub(super) fn may_wait(written: &AgentStatus, plan: &Plan, watched: bool) -> boo
         && plan.hold_status_until.is_none()
 }
 
+/// Holds `plan`'s record back, decided on `written` (the Agent as the server has it), when the
+/// crash storm goes on and the record may wait (`may_wait`) and has not waited its fill (`held`
+/// is what was held before): how long it may still wait, or `None` to write it now.
+pub(super) fn hold_back(
+    ctx: &Context,
+    written: &Agent,
+    plan: &Plan,
+    held: Option<&Record>,
+    watched: bool,
+) -> Option<Duration> {
+    let now = Instant::now();
+    let since = held.map_or(now, |h| h.since);
+    let waited = now.saturating_duration_since(since);
+    let unset = AgentStatus::default();
+    let on_server = written.status.as_ref().unwrap_or(&unset);
+    let storm = ctx.creates.storm(now, ctx.storm.creates, ctx.storm.within);
+    if !storm || waited >= ctx.storm.wait || !may_wait(on_server, plan, watched) {
+        return None;
+    }
+    ctx.held.hold(written, plan.status.clone(), since);
+    Some(ctx.storm.wait - waited)
+}
+
 /// Whether others decide from this agent's status, or a successor could not rebuild its failure
 /// exactly from its pods: a heartbeat (a lost heartbeat is told by the Lease, not the pod), a
 /// policy that detects outages, or one that is missing.
@@ -101,9 +126,8 @@ pub struct Held(Mutex<HashMap<(String, String), Record>>);
 /// One Agent's record held back.
 #[derive(Clone, Debug)]
 pub struct Record {
-    /// The Agent's uid, the resourceVersion it was decided on and the status it had then.
+    /// The Agent's uid and the status it had when the record was decided.
     uid: String,
-    made_on: String,
     written: AgentStatus,
     pub status: AgentStatus,
     /// When it began to wait.
@@ -119,12 +143,11 @@ impl Record {
         }
     }
 
-    /// Whether it was decided on `agent` as it is, or as it was but for its spec or metadata.
+    /// Whether it was decided on `agent`'s status as it is (its spec or metadata may differ).
     fn made_on(&self, agent: &Agent) -> bool {
         let unset = AgentStatus::default();
         agent.uid().as_deref() == Some(self.uid.as_str())
-            && (agent.resource_version().as_deref() == Some(self.made_on.as_str())
-                || *agent.status.as_ref().unwrap_or(&unset) == self.written)
+            && *agent.status.as_ref().unwrap_or(&unset) == self.written
     }
 }
 
@@ -135,9 +158,8 @@ impl Held {
     pub fn get(&self, agent: &Agent) -> Option<Record> {
         let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let key = key(agent);
-        let record = held.get_mut(&key)?;
+        let record = held.get(&key)?;
         if record.made_on(agent) {
-            record.made_on = agent.resource_version().unwrap_or_default();
             return Some(record.clone());
         }
         held.remove(&key);
@@ -148,7 +170,6 @@ impl Held {
     pub fn hold(&self, agent: &Agent, status: AgentStatus, since: Instant) {
         let record = Record {
             uid: agent.uid().unwrap_or_default(),
-            made_on: agent.resource_version().unwrap_or_default(),
             written: agent.status.clone().unwrap_or_default(),
             status,
             since,
