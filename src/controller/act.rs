@@ -149,58 +149,126 @@ where
     }
 }
 
+/// Old pods are let pile up to this many before they are removed together.
+const BATCH: usize = 4;
+
+/// During a crash storm, old pods wait for it to pass (their deletes would load the API server
+/// the next pods wait for) unless an Agent has piled up this many.
+const STORM_BATCH: usize = 64;
+
 /// Finished pods of attempts before the previous one (the previous is kept for `kubectl
-/// logs`), removed a few at a time, in one request and without holding up the reconcile.
+/// logs`), removed a few at a time, in one request and without holding up the reconcile. During
+/// a crash storm they wait for it to pass (see `prune_deferred`).
 pub(super) fn remove_old_pods(agent: &Agent, pods: &Api<Pod>, attempt: u32, ctx: &Context) {
-    /// Old pods are let pile up to this many before they are removed together.
-    const BATCH: usize = 4;
     let namespace = agent.namespace().unwrap_or_default();
-    let Some(uid) = agent.metadata.uid.clone() else {
+    let Some(uid) = agent.metadata.uid.as_deref() else {
         return;
     };
-    // Only pods that carry the Agent's uid (made since the label was) can be selected by it.
+    let old = old_pods(&namespace, uid, attempt, ctx);
+    let storm = ctx.creates.storm(
+        std::time::Instant::now(),
+        ctx.storm.creates,
+        ctx.storm.within,
+    );
+    if storm && old.len() < STORM_BATCH {
+        if old.len() >= BATCH {
+            ctx.finished.defer(&namespace, uid, attempt);
+        }
+        return;
+    }
+    if old.len() < BATCH {
+        return;
+    }
+    let (pods, selector) = (pods.clone(), selector(uid, &old));
+    tokio::spawn(async move { prune(&pods, &selector).await });
+}
+
+/// Removes the old pods whose removal waited for a crash storm to pass, one Agent at a time,
+/// once no storm has been going for a second; until `shutdown`.
+pub(super) async fn prune_deferred(
+    ctx: std::sync::Arc<Context>,
+    shutdown: impl Future<Output = ()>,
+) {
+    let sweep = async {
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            let storm = || {
+                ctx.creates.storm(
+                    std::time::Instant::now(),
+                    ctx.storm.creates,
+                    ctx.storm.within,
+                )
+            };
+            if storm() {
+                continue;
+            }
+            for (namespace, uid, attempt) in ctx.finished.take_deferred() {
+                if storm() {
+                    // Back for later: a storm began again.
+                    ctx.finished.defer(&namespace, &uid, attempt);
+                    continue;
+                }
+                let old = old_pods(&namespace, &uid, attempt, &ctx);
+                if !old.is_empty() {
+                    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+                    prune(&pods, &selector(&uid, &old)).await;
+                }
+            }
+        }
+    };
+    tokio::select! {
+        () = sweep => {}
+        () = shutdown => {}
+    }
+}
+
+/// The finished attempts of the Agent `uid` before `attempt - 1`: proposed by the index of
+/// finished pods, confirmed by the cache (only pods the Agent controls and that carry its uid,
+/// made since the label was, can be selected by it).
+fn old_pods(namespace: &str, uid: &str, attempt: u32, ctx: &Context) -> Vec<u32> {
     let old_enough = |p: &CachedPod, a: u32| {
         p.metadata.deletion_timestamp.is_none()
-            && manifests::controlled_by(p.owner_references(), agent)
-            && p.labels().get(AGENT_UID_LABEL) == Some(&uid)
+            && manifests::controlled_by_uid(p.owner_references(), uid)
+            && p.labels().get(AGENT_UID_LABEL).map(String::as_str) == Some(uid)
             && p.labels().get(ATTEMPT_LABEL).and_then(|l| l.parse().ok()) == Some(a)
             && matches!(p.phase(), Some("Succeeded" | "Failed"))
     };
-    // Proposed by the index of finished pods, confirmed by the cache.
     let mut old = Vec::new();
     for (a, pod) in ctx
         .finished
-        .before(&namespace, &uid, attempt.saturating_sub(1))
+        .before(namespace, uid, attempt.saturating_sub(1))
     {
-        match ctx.pods.get(&ObjectRef::new(&pod).within(&namespace)) {
+        match ctx.pods.get(&ObjectRef::new(&pod).within(namespace)) {
             Some(p) => {
                 if old_enough(&p, a) {
                     old.push(a);
                 }
             }
-            None => ctx.finished.forget(&namespace, &uid, a),
+            None => ctx.finished.forget(namespace, uid, a),
         }
     }
-    if old.len() < BATCH {
-        return;
-    }
-    let attempts: Vec<String> = old.iter().map(u32::to_string).collect();
-    // The uid, not the name: a pod of someone else's that copies the agent's labels is never
-    // selected; nor, whatever its labels, a pod still pending or running.
-    let selector = format!(
+    old
+}
+
+/// The uid, not the name: a pod of someone else's that copies the agent's labels is never
+/// selected; nor, whatever its labels, a pod still pending or running (`prune`).
+fn selector(uid: &str, attempts: &[u32]) -> String {
+    let attempts: Vec<String> = attempts.iter().map(u32::to_string).collect();
+    format!(
         "{AGENT_UID_LABEL}={uid},{ATTEMPT_LABEL} in ({})",
         attempts.join(",")
-    );
-    let pods = pods.clone();
-    tokio::spawn(async move {
-        let params = kube::api::ListParams::default()
-            .labels(&selector)
-            .fields("status.phase!=Pending,status.phase!=Running");
-        if let Err(e) = pods
-            .delete_collection(&DeleteParams::default(), &params)
-            .await
-        {
-            warn!(%selector, error = %e, "could not remove old pods");
-        }
-    });
+    )
+}
+
+/// Deletes the finished pods `selector` selects, in one request.
+async fn prune(pods: &Api<Pod>, selector: &str) {
+    let params = kube::api::ListParams::default()
+        .labels(selector)
+        .fields("status.phase!=Pending,status.phase!=Running");
+    if let Err(e) = pods
+        .delete_collection(&DeleteParams::default(), &params)
+        .await
+    {
+        warn!(%selector, error = %e, "could not remove old pods");
+    }
 }

@@ -25,10 +25,18 @@ pub fn owner_reference(agent: &Agent) -> OwnerReference {
 
 /// True when `owner_refs` names this agent (by uid) as the controller.
 pub fn controlled_by(owner_refs: &[OwnerReference], agent: &Agent) -> bool {
-    let uid = agent.metadata.uid.as_deref();
+    agent
+        .metadata
+        .uid
+        .as_deref()
+        .is_some_and(|uid| controlled_by_uid(owner_refs, uid))
+}
+
+/// True when `owner_refs` names the object `uid` as the controller.
+pub fn controlled_by_uid(owner_refs: &[OwnerReference], uid: &str) -> bool {
     owner_refs
         .iter()
-        .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid)
+        .any(|o| o.controller == Some(true) && o.uid == uid)
 }
 
 /// A stable hash of everything that shapes the pod: a different hash means a rollout.

@@ -19,7 +19,7 @@ use super::groups::{self, GroupIndex, GroupObject};
 use super::slim::{self, CachedPod};
 use super::watch::{Change, Watches};
 use super::{
-    AgentObject, Config, Context, Error, FIELD_MANAGER, PolicyObject, budget, catch_up, error,
+    AgentObject, Config, Context, Error, FIELD_MANAGER, PolicyObject, act, budget, catch_up, error,
     events, finished, fresh, log_outcome, policies, reconcile, routes, storm, uses_policy,
 };
 use crate::api::AGENT_LABEL;
@@ -219,6 +219,7 @@ pub(super) async fn run_scope(
     config.metrics.watch_agents(agents.clone());
     config.status.watch_agents(agents.clone());
     let agent_store = agents.clone();
+    let pruning = act::prune_deferred(context.clone(), shutdown.clone());
     let agent_controller = Controller::for_stream(agent_changes, agents.clone())
         .owns_stream(pod_changes)
         .owns_stream(lease_changes)
@@ -260,7 +261,12 @@ pub(super) async fn run_scope(
         config.concurrency,
         shutdown,
     );
-    futures::join!(agent_controller, policy_controller, group_controller);
+    futures::join!(
+        agent_controller,
+        policy_controller,
+        group_controller,
+        pruning
+    );
     drop(watches);
 }
 

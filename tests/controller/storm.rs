@@ -12,15 +12,20 @@ use crate::support::{self, Operator, TestNamespace};
 /// An operator that takes any pod it created in the last hour for a storm: each failure's record
 /// waits, at most `wait`.
 async fn in_a_storm(wait: Duration) -> (TestNamespace, Operator) {
+    with_storm(StormConfig {
+        creates: 1,
+        within: Duration::from_secs(3600),
+        wait,
+    })
+    .await
+}
+
+async fn with_storm(storm: StormConfig) -> (TestNamespace, Operator) {
     let ns = TestNamespace::new().await;
     support::install_crds(&ns.client).await;
     let config = Config {
         namespaces: vec![ns.name.clone()],
-        storm: StormConfig {
-            creates: 1,
-            within: Duration::from_secs(3600),
-            wait,
-        },
+        storm,
         ..Config::default()
     };
     let operator = Operator::start_with_config(Operator::admin_client().await, config);
@@ -163,4 +168,42 @@ async fn a_failures_record_waits_through_its_backoff_and_its_restart() {
     );
     // The restart after the second backoff is made as scheduled.
     ns.wait_running("backer-3").await;
+}
+
+#[tokio::test]
+async fn old_pods_wait_for_the_storm_to_pass() {
+    // A storm while pods are created less than 10 s apart: it passes 10 s after the one before
+    // the last.
+    let within = Duration::from_secs(10);
+    let (ns, _operator) = with_storm(StormConfig {
+        creates: 2,
+        within,
+        wait: Duration::from_secs(60),
+    })
+    .await;
+    first_run(&ns).await;
+    let mut seen_running = std::time::Instant::now();
+    for attempt in 1..=7 {
+        let pod = format!("stormy-{attempt}");
+        ns.wait_running(&pod).await;
+        seen_running = std::time::Instant::now();
+        ns.terminate(&pod, 1, "Error", "crash").await;
+    }
+    ns.wait_running("stormy-8").await;
+    for attempt in 1..=4 {
+        ns.wait_gone(&format!("stormy-{attempt}")).await;
+    }
+    // Not before the storm passed: attempt 7 was created before it was seen running, and the
+    // storm lasted `within` after that (less the moment it took to run).
+    let after = seen_running.elapsed();
+    assert!(
+        after >= within / 2,
+        "old pods removed {after:?} after the last but one create: during the storm"
+    );
+    let kept = ns
+        .api::<k8s_openapi::api::core::v1::Pod>()
+        .get("stormy-7")
+        .await
+        .expect("the previous attempt is kept for kubectl logs");
+    assert_eq!(kept.status.and_then(|s| s.phase).as_deref(), Some("Failed"));
 }
