@@ -225,16 +225,18 @@ impl Windows {
     }
 }
 
-/// Events to send together, in order: each run of Events of one reason and type becomes one
-/// Event whose note joins theirs (a person reads every one), at the time of the first, as long
-/// as the note stays within what the API server accepts; beyond that a new Event begins.
+/// Events to send together: the Events of one reason and type become one Event whose note joins
+/// theirs in order (a person reads every one), at the time of the first, as long as the note
+/// stays within what the API server accepts; beyond that a new Event begins. An agent that backs
+/// off between crashes alternates `Crashed` and its restarts: each reason is still told once.
 fn merge(events: Vec<Pending>) -> Vec<Pending> {
     let mut merged: Vec<Pending> = Vec::with_capacity(events.len());
     for next in events {
-        if let Some(last) = merged.last_mut()
-            && last.event.reason == next.event.reason
-            && last.event.type_ == next.event.type_
-        {
+        let same = merged
+            .iter_mut()
+            .rev()
+            .find(|m| m.event.reason == next.event.reason && m.event.type_ == next.event.type_);
+        if let Some(last) = same {
             let (so_far, note) = (
                 last.event.note.as_deref().unwrap_or_default(),
                 next.event.note.as_deref().unwrap_or_default(),
