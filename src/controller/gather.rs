@@ -7,7 +7,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
-use super::error::GatherError;
+use super::error::{Error, GatherError, is_not_found};
+use super::fresh::Freshness;
 use super::manifests::{controlled_by, template_hash};
 use super::{Context, PolicyObject};
 use crate::api::wire::Guarded;
@@ -220,4 +221,35 @@ async fn current_pod(
         });
         pod
     }))
+}
+
+/// Whether the cached Agent holds the operator's own writes: checked before a pod is created,
+/// an action a status precondition cannot undo. Known without asking, but for a write the cache
+/// has not shown for a while: then the server is asked (one read).
+pub async fn is_current(agent: &Agent, ctx: &Context) -> Result<bool, Error> {
+    let namespace = agent.namespace().unwrap_or_default();
+    let name = agent.name_any();
+    let cached = agent.resource_version().unwrap_or_default();
+    match ctx.own_writes.freshness(&namespace, &name, &cached) {
+        Freshness::Current => return Ok(true),
+        Freshness::Behind => return Ok(false),
+        Freshness::Unsure => {}
+    }
+    let api: Api<Agent> = Api::namespaced(ctx.client.clone(), &namespace);
+    match api.get_metadata(&name).await {
+        Ok(latest) => {
+            let current = latest.metadata.resource_version.as_deref() == Some(cached.as_str());
+            if current {
+                // The write never changed the Agent: nothing to wait for.
+                ctx.own_writes.forget(&namespace, &name);
+            }
+            Ok(current)
+        }
+        Err(e) if is_not_found(&e) => Ok(false),
+        Err(source) => Err(GatherError {
+            what: format!("Agent {name}"),
+            source,
+        }
+        .into()),
+    }
 }

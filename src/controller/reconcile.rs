@@ -11,7 +11,7 @@ use tracing::{info, instrument, warn};
 
 use super::act::{create_pod, delete_pod, dry_run, ensure_owned_objects, remove_old_pods};
 use super::budget::Admission;
-use super::error::{Error, GatherError, is_not_found};
+use super::error::Error;
 use super::fresh::Freshness;
 use super::gather::Source;
 use super::{AgentObject, Context, RESYNC, catch_up, events, gather, manifests, status, storm};
@@ -123,7 +123,7 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
         // with it yet (its watch event reconciles the Agent). Creating it again would repeat
         // the decision and its Events.
         return Ok(Done::Then(Action::requeue(Duration::from_millis(200))));
-    } else if plan.create_pod.is_some() && !is_current(agent, ctx).await? {
+    } else if plan.create_pod.is_some() && !gather::is_current(agent, ctx).await? {
         // The decision was made on a cached Agent older than the operator's own last write: an
         // action taken on it could repeat one already done (a second manual restart, say).
         // Decide again once the cache has the write (its watch event reconciles the Agent).
@@ -322,37 +322,6 @@ async fn refused(agent: &Agent, before: &AgentStatus, error: Error, ctx: &Contex
         warn!(error = %e, "could not record the refused replacement");
     }
     error
-}
-
-/// Whether the cached Agent holds the operator's own writes: checked before a pod is created,
-/// an action a status precondition cannot undo. Known without asking, but for a write the cache
-/// has not shown for a while: then the server is asked (one read).
-async fn is_current(agent: &Agent, ctx: &Context) -> Result<bool, Error> {
-    let namespace = agent.namespace().unwrap_or_default();
-    let name = agent.name_any();
-    let cached = agent.resource_version().unwrap_or_default();
-    match ctx.own_writes.freshness(&namespace, &name, &cached) {
-        Freshness::Current => return Ok(true),
-        Freshness::Behind => return Ok(false),
-        Freshness::Unsure => {}
-    }
-    let api: Api<Agent> = Api::namespaced(ctx.client.clone(), &namespace);
-    match api.get_metadata(&name).await {
-        Ok(latest) => {
-            let current = latest.metadata.resource_version.as_deref() == Some(cached.as_str());
-            if current {
-                // The write never changed the Agent: nothing to wait for.
-                ctx.own_writes.forget(&namespace, &name);
-            }
-            Ok(current)
-        }
-        Err(e) if is_not_found(&e) => Ok(false),
-        Err(source) => Err(GatherError {
-            what: format!("Agent {name}"),
-            source,
-        }
-        .into()),
-    }
 }
 
 /// How long ago the pod `plan` records was created, as the cache has it.
