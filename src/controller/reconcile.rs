@@ -236,6 +236,11 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
             } else {
                 let written = status::record(agent, on_server, &plan, ctx).await?;
                 ctx.held.release(agent);
+                if create.is_none() && written.is_some() {
+                    // A record that waited through several attempts is written: their pods,
+                    // kept until it was, are old now.
+                    remove_old_pods(agent, &pods, plan.status.attempt, ctx);
+                }
                 written
             };
             // Recorded: the Events follow without holding up the next reconcile.

@@ -69,8 +69,9 @@ pub struct Args {
     pub kube_qps: f64,
 
     /// Pods created in the last second that make a crash storm: while the operator creates them
-    /// at that pace, the status write recording a crash and its restart waits (at most 10 s)
-    /// for the agent's next crash, whose write records both. 0: records never wait.
+    /// at that pace, the status write recording a crash and its restart waits (5 to 10 s, by
+    /// agent), and so do the crashes after it, all then recorded in one write. 0: records
+    /// never wait.
     #[arg(long, env = "STORM_CREATES", default_value_t = 10)]
     pub storm_creates: u16,
 

@@ -337,15 +337,18 @@ async fn run_once(
     let end = End::read(&run.ns, scenario.agents, scenario.groups, &created).await;
     let mut violations = monitor.violations();
     violations.extend(end.unexpected_pods(&created));
+    // What was told, not how it was sent: Events of one reason close together go out as one,
+    // their notes joined, and how many go together depends on timing.
+    let told = |note: &str| note.split(" | ").count();
     let mut events = BTreeMap::new();
     for &agent in scenario.agents {
-        for (reason, _) in run.ns.events(agent).await {
-            *events.entry(format!("{agent}/{reason}")).or_insert(0) += 1;
+        for (reason, note) in run.ns.events(agent).await {
+            *events.entry(format!("{agent}/{reason}")).or_insert(0) += told(&note);
         }
     }
     for &group in scenario.groups {
-        for (reason, _) in run.ns.group_events(group).await {
-            *events.entry(format!("{group}/{reason}")).or_insert(0) += 1;
+        for (reason, note) in run.ns.group_events(group).await {
+            *events.entry(format!("{group}/{reason}")).or_insert(0) += told(&note);
         }
     }
     supervisor.abort();

@@ -57,6 +57,11 @@ async fn crash_storm_backoff_records_wait() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_storm_chain_records_wait_together() {
+    explore(&scenarios::CRASH_STORM_CHAIN).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manual_restart() {
     explore(&scenarios::MANUAL_RESTART).await;
 }

@@ -111,6 +111,32 @@ async fn crash_storm_backoff(run: &Run) {
     three_crashes(run, fast_policy()).await;
 }
 
+pub const CRASH_STORM_CHAIN: Scenario = Scenario {
+    name: "crash-storm-chain",
+    agents: &["chain"],
+    groups: &[],
+    storm: true,
+    drive: |run| Box::pin(crash_storm_chain(run)),
+    expect: as_waited,
+};
+
+/// Three crashes in a row in a crash storm, each before the one before it is recorded: their
+/// records wait together, and a successor decides each again from its pod.
+async fn crash_storm_chain(run: &Run) {
+    run.create_policy(json!({
+        "backoff": { "type": "Immediate", "jitter": 0.0 },
+        "circuitBreaker": { "failureThreshold": 0 },
+        "resetAfter": "10m",
+    }))
+    .await;
+    run.create_agent(json!({})).await;
+    run.running(1).await;
+    run.crash(1, 1, "Error", "first").await;
+    run.crash(2, 1, "Error", "second").await;
+    run.crash(3, 137, "OOMKilled", "").await;
+    run.running(4).await;
+}
+
 pub const MANUAL_RESTART: Scenario = Scenario {
     name: "manual-restart",
     agents: &["worker"],
@@ -378,11 +404,12 @@ fn resumed_and_poisoned(end: &End) -> Vec<String> {
 }
 
 /// Every scenario, for the runs that take them all.
-pub const ALL: [&Scenario; 16] = [
+pub const ALL: [&Scenario; 17] = [
     &crate::outage::OUTAGE,
     &CRASH_RESTART,
     &CRASH_STORM,
     &CRASH_STORM_BACKOFF,
+    &CRASH_STORM_CHAIN,
     &MANUAL_RESTART,
     &ROLLOUT,
     &HEARTBEAT,

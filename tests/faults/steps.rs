@@ -166,6 +166,15 @@ impl Run {
             .await;
     }
 
+    /// Ends attempt's pod once it runs, without waiting for the status to record it: the next
+    /// crash may come before this one is recorded.
+    pub async fn crash(&self, attempt: u32, exit_code: i32, reason: &str, message: &str) {
+        self.pod_running(attempt).await;
+        self.ns
+            .terminate(&self.pod(attempt), exit_code, reason, message)
+            .await;
+    }
+
     /// A merge patch of the Agent (annotations, spec).
     pub async fn patch(&self, patch: Value) {
         self.ns

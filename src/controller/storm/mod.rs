@@ -4,14 +4,16 @@
 //! the operator makes (see the README's performance section), and the API server those writes
 //! saturate is the one the next pods wait for. While the operator creates pods at a storm's pace,
 //! the record of a failure (its backoff, then the pod that replaced it) waits, in this process,
-//! for the agent's next step: the next failure's write then records both, or the record is
-//! written once it has waited `StormConfig::wait`. A decision made meanwhile starts from the held
-//! record, as it would from the written one.
+//! and so do the records of the failures that follow it, until the first has waited
+//! `StormConfig::wait`: then one write records them all. A decision made meanwhile starts from
+//! the held record, as it would from the written one.
 //!
-//! What makes the wait safe: only one failure is ever unrecorded, and only what a successor
-//! decides again from the pods: the failure itself from the pod that ended (kept until it is
-//! recorded), the restart from the pod that replaced it, as after a lost status write. A record
-//! that would hold a second failure is written.
+//! What makes the wait safe: only what a successor decides again from the pods is unrecorded,
+//! at most `UNRECORDED` failures. Each attempt's pod is kept until its failure is recorded; a
+//! successor finds the pod made after the recorded one, decides the recorded attempt's failure
+//! from its pod and adopts the pod made for it, as after a lost status write, then does the same
+//! for the next attempt, one reconcile each (a restart it decides again meets the pod that was
+//! made for it, and adopts it).
 //!
 //! Nothing others decide from waits: not an agent with a heartbeat, not a member of a group (its
 //! group orders its members by their statuses), not an agent whose policy detects outages (it
@@ -27,6 +29,10 @@ use super::Context;
 use crate::api::{Agent, AgentStatus, Phase, Trigger};
 use crate::supervise::{Input, Plan, PolicyResolution};
 
+/// How many failures a record holds back at most: a successor decides each again from its pod,
+/// one reconcile each.
+pub const UNRECORDED: usize = 8;
+
 /// When failure records wait, and for how long.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StormConfig {
@@ -36,6 +42,9 @@ pub struct StormConfig {
     pub within: Duration,
     /// How long a failure's record waits at most.
     pub wait: Duration,
+    /// How much less than `wait` an agent's records wait, by agent (from its uid): agents that
+    /// began to crash together are not all written in the same second.
+    pub spread: Duration,
 }
 
 impl Default for StormConfig {
@@ -44,35 +53,46 @@ impl Default for StormConfig {
             creates: 10,
             within: Duration::from_secs(1),
             wait: Duration::from_secs(10),
+            spread: Duration::from_secs(5),
         }
     }
 }
 
-/// Whether `plan`'s record may wait, given the status as written: it records a failure of the
-/// written attempt, waiting for its backoff or restarted by the pod created for it, and nothing
-/// else that is news.
+/// Whether `plan`'s record may wait, given the status as written: it records failures of the
+/// written attempt and of each attempt after it (at most `UNRECORDED`), each restarted by the
+/// pod created for it but the last, which is waiting for its backoff or restarted too; and
+/// nothing else that is news.
 pub(super) fn may_wait(written: &AgentStatus, plan: &Plan, watched: bool) -> bool {
     let running = |s: &AgentStatus| matches!(s.phase, Some(Phase::Pending | Phase::Running));
     let n = written.attempt;
     let s = &plan.status;
-    // What a successor would decide again from the pods: the written attempt still running
-    // and its failure not recorded; then either that failure, its restart due later (decided
-    // anew from the pod that ended), or one attempt after it, made for that failure (adopted
-    // as after a lost write).
-    let failed = s
-        .restart_history
-        .first()
-        .is_some_and(|r| r.attempt == n && r.trigger == Trigger::Failure);
-    let backing_off = s.attempt == n && s.phase == Some(Phase::BackingOff);
-    let restarted = s.attempt == n.saturating_add(1) && running(s);
+    // What a successor would decide again from the pods, one attempt at a time: the written
+    // attempt still running and its failure not recorded; then the failure of every attempt
+    // since, each from the pod that ended (kept until it is recorded), each restart adopted
+    // from the pod made for it (as after a lost write), the last failure's restart due later
+    // (decided anew) or made.
+    let last_failed = match s.phase {
+        Some(Phase::BackingOff) => s.attempt,
+        _ if running(s) => s.attempt.saturating_sub(1),
+        _ => return false,
+    };
+    let Some(unrecorded) = last_failed.checked_sub(n).map(|k| k as usize + 1) else {
+        return false;
+    };
+    let failed = unrecorded <= UNRECORDED
+        && s.restart_history.len() >= unrecorded
+        && s.restart_history
+            .iter()
+            .take(unrecorded)
+            .zip((n..=last_failed).rev())
+            .all(|(r, attempt)| r.attempt == attempt && r.trigger == Trigger::Failure);
     let rebuilt = n > 0
         && running(written)
         && written
             .restart_history
             .first()
             .is_none_or(|r| r.attempt != n)
-        && failed
-        && (backing_off || restarted);
+        && failed;
     rebuilt
         && !watched
         && s.group.is_none()
@@ -98,11 +118,22 @@ pub(super) fn hold_back(
     let unset = AgentStatus::default();
     let on_server = written.status.as_ref().unwrap_or(&unset);
     let storm = ctx.creates.storm(now, ctx.storm.creates, ctx.storm.within);
-    if !storm || waited >= ctx.storm.wait || !may_wait(on_server, plan, watched) {
+    let wait = ctx.storm.wait_of(&written.uid().unwrap_or_default());
+    if !storm || waited >= wait || !may_wait(on_server, plan, watched) {
         return None;
     }
     ctx.held.hold(written, plan.status.clone(), since);
-    Some(ctx.storm.wait - waited)
+    Some(wait - waited)
+}
+
+impl StormConfig {
+    /// How long the records of the Agent `uid` wait: `wait`, less a part of `spread` that is
+    /// the same for the agent every time.
+    pub fn wait_of(&self, uid: &str) -> Duration {
+        let share = crate::supervise::stable_hash(uid.bytes()) % 1024;
+        let less = self.spread.min(self.wait).mul_f64(share as f64 / 1024.0);
+        self.wait - less
+    }
 }
 
 /// Whether others decide from this agent's status, or a successor could not rebuild its failure

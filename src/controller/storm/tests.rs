@@ -59,12 +59,44 @@ fn a_failure_waiting_for_its_backoff_may_wait_too() {
 }
 
 #[test]
-fn only_one_attempt_is_ever_unrecorded() {
-    // Attempt 3 crashed too before anything was written: attempt 4's record is written.
+fn failures_in_a_row_wait_together_up_to_a_bound() {
+    // Attempt 3 crashed too before anything was written: attempt 4's record waits as well.
     let mut again = restarted();
     again.status.attempt = 4;
     again.status.restart_history.insert(0, record(3, "Failure"));
-    assert!(!may_wait(&written(), &again, false));
+    assert!(may_wait(&written(), &again, false));
+    // A second failure, of the attempt held back, backing off: waits too.
+    let mut twice = restarted();
+    twice.status.phase = Some(Phase::BackingOff);
+    twice.status.restart_history.insert(0, record(3, "Failure"));
+    assert!(may_wait(&written(), &twice, false));
+    // As many as a successor rebuilds, no more.
+    let mut many = restarted();
+    for attempt in 3..=(1 + UNRECORDED as u32) {
+        many.status
+            .restart_history
+            .insert(0, record(attempt, "Failure"));
+    }
+    many.status.attempt = 2 + UNRECORDED as u32;
+    assert!(may_wait(&written(), &many, false));
+    let mut more = many.clone();
+    more.status
+        .restart_history
+        .insert(0, record(2 + UNRECORDED as u32, "Failure"));
+    more.status.attempt += 1;
+    assert!(!may_wait(&written(), &more, false));
+    // One of them is not a failure (a person asked for it): written.
+    let mut asked = again.clone();
+    asked.status.restart_history[1] = record(2, "Manual");
+    assert!(!may_wait(&written(), &asked, false));
+    // An attempt missing from the history (a lower historyLimit cut it): written.
+    let mut cut = again;
+    cut.status.restart_history.truncate(1);
+    assert!(!may_wait(&written(), &cut, false));
+}
+
+#[test]
+fn only_what_a_successor_rebuilds_is_unrecorded() {
     // Never written: a successor could not rebuild a failure from nothing.
     let mut first = restarted();
     first.status.attempt = 1;
@@ -74,11 +106,11 @@ fn only_one_attempt_is_ever_unrecorded() {
     backing_off.phase = Some(Phase::BackingOff);
     backing_off.restart_history.insert(0, record(2, "Failure"));
     assert!(!may_wait(&backing_off, &restarted(), false));
-    // A second failure, of the attempt held back, backing off: written.
-    let mut twice = restarted();
-    twice.status.phase = Some(Phase::BackingOff);
-    twice.status.restart_history.insert(0, record(3, "Failure"));
-    assert!(!may_wait(&written(), &twice, false));
+    // Nothing failed since the written attempt: nothing to hold.
+    let mut same = restarted();
+    same.status.attempt = 2;
+    same.status.restart_history.remove(0);
+    assert!(!may_wait(&written(), &same, false));
 }
 
 #[test]
@@ -130,4 +162,34 @@ fn a_held_record_lasts_while_the_agent_status_is_as_it_was_decided_on() {
     held.hold(&agent("5"), restarted().status, Instant::now());
     held.release(&agent("5"));
     assert!(held.get(&agent("5")).is_none());
+}
+
+#[test]
+fn an_agents_records_wait_as_long_each_time_and_agents_differ() {
+    let config = StormConfig::default();
+    let waits: Vec<Duration> = (0..64)
+        .map(|i| config.wait_of(&format!("uid-{i}")))
+        .collect();
+    assert_eq!(
+        config.wait_of("uid-7"),
+        waits[7],
+        "the same agent waits as long each time"
+    );
+    for wait in &waits {
+        assert!(
+            *wait <= config.wait && *wait > config.wait - config.spread,
+            "{wait:?}"
+        );
+    }
+    let shortest = waits.iter().min().unwrap();
+    let longest = waits.iter().max().unwrap();
+    assert!(
+        *longest - *shortest > config.spread / 2,
+        "spread over {shortest:?}..{longest:?}"
+    );
+    let exact = StormConfig {
+        spread: Duration::ZERO,
+        ..config
+    };
+    assert_eq!(exact.wait_of("uid-7"), exact.wait);
 }
