@@ -10,7 +10,7 @@ use tracing::warn;
 
 use super::error::{ActError, Error, is_conflict, is_not_found};
 use super::slim::CachedPod;
-use super::{Context, manifests};
+use super::{Context, manifests, storm};
 use crate::api::{AGENT_UID_LABEL, ATTEMPT_LABEL, Agent};
 use crate::supervise::NewPod;
 
@@ -165,11 +165,7 @@ pub(super) fn remove_old_pods(agent: &Agent, pods: &Api<Pod>, attempt: u32, ctx:
         return;
     };
     let old = old_pods(&namespace, uid, attempt, ctx);
-    let storm = ctx.creates.storm(
-        std::time::Instant::now(),
-        ctx.storm.creates,
-        ctx.storm.within,
-    );
+    let storm = storm::raging(ctx, std::time::Instant::now());
     if storm && old.len() < STORM_BATCH {
         if old.len() >= BATCH {
             ctx.finished.defer(&namespace, uid, attempt);
@@ -192,13 +188,7 @@ pub(super) async fn prune_deferred(
     let sweep = async {
         loop {
             tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-            let storm = || {
-                ctx.creates.storm(
-                    std::time::Instant::now(),
-                    ctx.storm.creates,
-                    ctx.storm.within,
-                )
-            };
+            let storm = || storm::raging(&ctx, std::time::Instant::now());
             if storm() {
                 continue;
             }

@@ -117,13 +117,18 @@ pub(super) fn hold_back(
     let waited = now.saturating_duration_since(since);
     let unset = AgentStatus::default();
     let on_server = written.status.as_ref().unwrap_or(&unset);
-    let storm = ctx.creates.storm(now, ctx.storm.creates, ctx.storm.within);
+    let storm = raging(ctx, now);
     let wait = ctx.storm.wait_of(&written.uid().unwrap_or_default());
     if !storm || waited >= wait || !may_wait(on_server, plan, watched) {
         return None;
     }
     ctx.held.hold(written, plan.status.clone(), since);
     Some(wait - waited)
+}
+
+/// Whether the operator is creating pods at a storm's pace as of `now`.
+pub(super) fn raging(ctx: &Context, now: Instant) -> bool {
+    ctx.creates.storm(now, ctx.storm.creates, ctx.storm.within)
 }
 
 impl StormConfig {
