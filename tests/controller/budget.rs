@@ -113,8 +113,18 @@ async fn restarted(ns: &TestNamespace, names: &[String]) -> Vec<jiff::Timestamp>
     .await
 }
 
-/// Each agent restarted exactly once: one second pod each, no third, restartCount 1.
+/// Each agent restarted exactly once: one second pod each, no third, restartCount 1. A record
+/// made while the operator creates pods at a storm's pace may wait (`StormConfig::wait`, 10 s)
+/// before it is written, so each status is awaited until it records the restart.
 async fn each_restarted_once(ns: &TestNamespace, names: &[String]) {
+    for name in names {
+        let status = eventually(SETTLE, &format!("{name}'s restart recorded"), || async {
+            let status = ns.status(name).await;
+            (status.restart_count > 0).then_some(status)
+        })
+        .await;
+        assert_eq!(status.restart_count, 1, "agent {name}");
+    }
     let mut by_agent: BTreeMap<String, Vec<u32>> = BTreeMap::new();
     for p in pods(ns).await {
         by_agent.entry(p.agent).or_default().push(p.attempt);
@@ -123,8 +133,6 @@ async fn each_restarted_once(ns: &TestNamespace, names: &[String]) {
         let mut attempts = by_agent.get(name).cloned().unwrap_or_default();
         attempts.sort();
         assert_eq!(attempts, [1, 2], "agent {name}: one restart");
-        let status = ns.status(name).await;
-        assert_eq!(status.restart_count, 1, "agent {name}");
     }
 }
 
