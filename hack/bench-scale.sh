@@ -16,6 +16,9 @@
 #                      (the baseline does not back off: the operator measured against itself)
 #   OPERATOR_BIN       measure this build of the operator instead of this checkout's (a before
 #                      and after on one control plane)
+#   BENCH_KEEP_LOGS=1  keep the control plane's logs, the audit log included, in
+#                      target/bench-scale/logs/ when it stops (on a cluster of its own; a
+#                      BENCH_KUBECONFIG cluster keeps its own)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
@@ -48,6 +51,10 @@ cleanup() {
   if [[ -n "${cluster:-}" ]]; then
     # A failed run keeps the control plane's logs (not the audit log) for a look.
     ((status == 0)) || cp "$cluster"/logs/kube-*.log "$cluster"/logs/kwok.log "$out/" 2>/dev/null || true
+    if [[ "${BENCH_KEEP_LOGS:-}" == 1 ]]; then
+      rm -rf "$out/logs"
+      cp -r "$cluster/logs" "$out/logs" && log "the control plane's logs are in $out/logs"
+    fi
     hack/cluster.sh down --dir "$cluster"
   elif [[ -n "${run_id:-}" ]]; then
     # On a cluster of someone else's, whatever an interrupted run left goes.
