@@ -68,18 +68,19 @@ pub const CRASH_STORM: Scenario = Scenario {
     expect: as_waited,
 };
 
-/// Three crashes in a row, each restarted at once, in a crash storm: the record of a restart
-/// waits for the next crash, whose write records both.
+/// Three crashes in a row, each restarted at once, in a crash storm, each recorded before the
+/// next: a restart's record waits, and the next crash's write records both.
 async fn crash_storm(run: &Run) {
-    three_crashes(
-        run,
-        json!({
-            "backoff": { "type": "Immediate", "jitter": 0.0 },
-            "circuitBreaker": { "failureThreshold": 0 },
-            "resetAfter": "10m",
-        }),
-    )
-    .await;
+    three_crashes(run, restart_at_once()).await;
+}
+
+/// Restarts at once, with no breaker: a crash storm's policy.
+fn restart_at_once() -> Value {
+    json!({
+        "backoff": { "type": "Immediate", "jitter": 0.0 },
+        "circuitBreaker": { "failureThreshold": 0 },
+        "resetAfter": "10m",
+    })
 }
 
 /// Under `policy`, three crashes in a row and the fourth attempt running, every crash recorded.
@@ -123,12 +124,7 @@ pub const CRASH_STORM_CHAIN: Scenario = Scenario {
 /// Three crashes in a row in a crash storm, each before the one before it is recorded: their
 /// records wait together, and a successor decides each again from its pod.
 async fn crash_storm_chain(run: &Run) {
-    run.create_policy(json!({
-        "backoff": { "type": "Immediate", "jitter": 0.0 },
-        "circuitBreaker": { "failureThreshold": 0 },
-        "resetAfter": "10m",
-    }))
-    .await;
+    run.create_policy(restart_at_once()).await;
     run.create_agent(json!({})).await;
     run.running(1).await;
     run.crash(1, 1, "Error", "first").await;

@@ -58,6 +58,16 @@ impl Default for StormConfig {
     }
 }
 
+impl StormConfig {
+    /// How long the records of the Agent `uid` wait: `wait`, less a part of `spread` that is
+    /// the same for the agent every time.
+    pub fn wait_of(&self, uid: &str) -> Duration {
+        let share = crate::supervise::stable_hash(uid.bytes()) % 1024;
+        let less = self.spread.min(self.wait).mul_f64(share as f64 / 1024.0);
+        self.wait - less
+    }
+}
+
 /// Whether `plan`'s record may wait, given the status as written: it records failures of the
 /// written attempt and of each attempt after it (at most `UNRECORDED`), each restarted by the
 /// pod created for it but the last, which is waiting for its backoff or restarted too; and
@@ -129,16 +139,6 @@ pub(super) fn hold_back(
 /// Whether the operator is creating pods at a storm's pace as of `now`.
 pub(super) fn raging(ctx: &Context, now: Instant) -> bool {
     ctx.creates.storm(now, ctx.storm.creates, ctx.storm.within)
-}
-
-impl StormConfig {
-    /// How long the records of the Agent `uid` wait: `wait`, less a part of `spread` that is
-    /// the same for the agent every time.
-    pub fn wait_of(&self, uid: &str) -> Duration {
-        let share = crate::supervise::stable_hash(uid.bytes()) % 1024;
-        let less = self.spread.min(self.wait).mul_f64(share as f64 / 1024.0);
-        self.wait - less
-    }
 }
 
 /// Whether others decide from this agent's status, or a successor could not rebuild its failure
