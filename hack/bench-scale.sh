@@ -16,6 +16,7 @@
 #                      (the baseline does not back off: the operator measured against itself)
 #   OPERATOR_BIN       measure this build of the operator instead of this checkout's (a before
 #                      and after on one control plane)
+#   BARE_BIN           measure this build of the baseline instead of this checkout's
 #   BENCH_KEEP_LOGS=1  keep the control plane's logs, the audit log included, in
 #                      target/bench-scale/logs/ when it stops (on a cluster of its own; a
 #                      BENCH_KUBECONFIG cluster keeps its own)
@@ -39,6 +40,7 @@ command="N=$N M=$M STORM=$STORM QUIET=$QUIET RESTART_RATE=$RESTART_RATE RESTART_
 # The operator reads CONCURRENCY (its --concurrency) from the environment as well.
 [[ -z "${CONCURRENCY:-}" ]] || command="CONCURRENCY=$CONCURRENCY $command"
 [[ -z "${OPERATOR_BIN:-}" ]] || command="OPERATOR_BIN=$OPERATOR_BIN $command"
+[[ -z "${BARE_BIN:-}" ]] || command="BARE_BIN=$BARE_BIN $command"
 [[ -z "${STORM_BACKOFF:-}" ]] || command="STORM_BACKOFF=$STORM_BACKOFF $command"
 
 out="$REPO_ROOT/target/bench-scale"
@@ -132,7 +134,7 @@ measure operator "agent-supervisor/" "curl -sf http://127.0.0.1:$port/readyz" "$
   --metrics-addr="127.0.0.1:$port" --restart-rate="$RESTART_RATE" --restart-burst="$RESTART_BURST"
 bare_ns="bench-bare-$run_id"
 measure bare "bare-controller/" "[[ \$(grep -c '^ready' '$out/bare.log') -ge 2 ]]" "$bare_ns" -- \
-  "$bin/examples/bare-controller" --namespaces="$bare_ns-converge,$bare_ns-storm"
+  "${BARE_BIN:-$bin/examples/bare-controller}" --namespaces="$bare_ns-converge,$bare_ns-storm"
 
 echo
 check=()
