@@ -70,8 +70,9 @@ pub struct Args {
 
     /// Pods created in the last second that make a crash storm: while the operator creates them
     /// at that pace, the status write recording a crash and its restart waits (5 to 10 s, by
-    /// agent), and so do the crashes after it, all then recorded in one write. 0: records
-    /// never wait.
+    /// agent; longer, up to 60 s, while more records wait than five a second would write in
+    /// 10 s), and so do the crashes after it, all then recorded in one write; Events that
+    /// waited 10 s for the storm to pass go out five a second. 0: records never wait.
     #[arg(long, env = "STORM_CREATES", default_value_t = 10)]
     pub storm_creates: u16,
 

@@ -17,6 +17,7 @@ async fn in_a_storm(wait: Duration) -> (TestNamespace, Operator) {
         within: Duration::from_secs(3600),
         wait,
         spread: Duration::ZERO,
+        ..StormConfig::default()
     })
     .await
 }
@@ -184,6 +185,7 @@ async fn old_pods_wait_for_the_storm_to_pass() {
         within,
         wait: Duration::from_secs(5),
         spread: Duration::ZERO,
+        ..StormConfig::default()
     })
     .await;
     first_run(&ns).await;

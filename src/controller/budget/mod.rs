@@ -97,6 +97,17 @@ impl Bucket {
         }
     }
 
+    /// Takes `n` tokens, owing what is not there yet: when they are all there (`now` if they
+    /// already are). Reservations are served in the order made, each after the one before.
+    pub fn reserve(&mut self, n: u32, now: Instant) -> Instant {
+        self.refill(now);
+        self.tokens -= f64::from(n);
+        if self.tokens >= 0.0 {
+            return now;
+        }
+        now + Duration::from_secs_f64(-self.tokens / self.rate)
+    }
+
     /// When the next token is there (`now` if it already is).
     pub fn next_token(&self, now: Instant) -> Instant {
         let mut b = self.clone();

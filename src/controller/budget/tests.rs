@@ -135,3 +135,19 @@ fn permits_lapse_when_not_used() {
     assert_eq!(q.grant(much_later), None);
     assert!(q.permits.is_empty(), "y never came back: its token lapsed");
 }
+
+#[test]
+fn reservations_are_served_at_the_rate_in_the_order_made() {
+    let t0 = Instant::now();
+    let mut bucket = Bucket::new(config(5.0, 5), t0);
+    let at = |i: u32| t0 + Duration::from_millis(200) * i;
+    // The burst at once, then one every 200 ms; a reservation of three waits for all three.
+    let slots: Vec<Instant> = (0..7).map(|_| bucket.reserve(1, t0)).collect();
+    assert_eq!(slots[..5], [t0; 5]);
+    assert_eq!(slots[5..], [at(1), at(2)]);
+    assert_eq!(bucket.reserve(3, t0), at(5));
+    // Reserved tokens are owed: a second later only what was earned since is left.
+    assert_eq!(bucket.reserve(1, at(5)), at(6));
+    assert!(!bucket.take(at(6)));
+    assert!(bucket.take(at(7)));
+}

@@ -34,7 +34,7 @@ use crate::supervise::{Input, Plan, PolicyResolution};
 pub const UNRECORDED: usize = 8;
 
 /// When failure records wait, and for how long.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StormConfig {
     /// Pods created within `within`, in any scope, that make a crash storm (0: never).
     pub creates: usize,
@@ -45,6 +45,14 @@ pub struct StormConfig {
     /// How much less than `wait` an agent's records wait, by agent (from its uid): agents that
     /// began to crash together are not all written in the same second.
     pub spread: Duration,
+    /// Records written a second, on average, while many wait: each waits longer than `wait`
+    /// when as many records are held as `pace` would write in `wait`. An Agent's status write
+    /// costs the API server about 10 ms of CPU (an Agent with a ten-entry history, by
+    /// JSON merge patch or by apply alike), several times a pod's; at 20 to 30 a second the
+    /// pods created meanwhile waited two to three times as long as the baseline's.
+    pub pace: f64,
+    /// How long a record waits at most, however many wait (and at most `UNRECORDED` failures).
+    pub max_wait: Duration,
 }
 
 impl Default for StormConfig {
@@ -54,17 +62,22 @@ impl Default for StormConfig {
             within: Duration::from_secs(1),
             wait: Duration::from_secs(10),
             spread: Duration::from_secs(5),
+            pace: 5.0,
+            max_wait: Duration::from_secs(60),
         }
     }
 }
 
 impl StormConfig {
-    /// How long the records of the Agent `uid` wait: `wait`, less a part of `spread` that is
-    /// the same for the agent every time.
-    pub fn wait_of(&self, uid: &str) -> Duration {
+    /// How long the records of the Agent `uid` wait while `held` records wait in all: `wait`,
+    /// or as long as `pace` takes to write them all when that is longer (up to `max_wait`),
+    /// less a part of `spread` (in proportion) that is the same for the agent every time.
+    pub fn wait_of(&self, uid: &str, held: usize) -> Duration {
+        let paced = Duration::try_from_secs_f64(held as f64 / self.pace).unwrap_or(Duration::MAX);
+        let wait = paced.min(self.max_wait).max(self.wait);
         let share = crate::supervise::stable_hash(uid.bytes()) % 1024;
-        let less = self.spread.min(self.wait).mul_f64(share as f64 / 1024.0);
-        self.wait - less
+        let spread = self.spread.min(self.wait).as_secs_f64() / self.wait.as_secs_f64().max(1e-9);
+        wait - wait.mul_f64(spread * share as f64 / 1024.0)
     }
 }
 
@@ -128,7 +141,9 @@ pub(super) fn hold_back(
     let unset = AgentStatus::default();
     let on_server = written.status.as_ref().unwrap_or(&unset);
     let storm = raging(ctx, now);
-    let wait = ctx.storm.wait_of(&written.uid().unwrap_or_default());
+    let wait = ctx
+        .storm
+        .wait_of(&written.uid().unwrap_or_default(), ctx.held.count());
     if !storm || waited >= wait || !may_wait(on_server, plan, watched) {
         return None;
     }
@@ -215,6 +230,11 @@ impl Held {
     }
 
     /// `agent`'s record was written, or the Agent is gone.
+    /// How many records are held.
+    pub fn count(&self) -> usize {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     pub fn release(&self, agent: &Agent) {
         let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
         held.remove(&key(agent));

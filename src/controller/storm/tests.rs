@@ -168,10 +168,10 @@ fn a_held_record_lasts_while_the_agent_status_is_as_it_was_decided_on() {
 fn an_agents_records_wait_as_long_each_time_and_agents_differ() {
     let config = StormConfig::default();
     let waits: Vec<Duration> = (0..64)
-        .map(|i| config.wait_of(&format!("uid-{i}")))
+        .map(|i| config.wait_of(&format!("uid-{i}"), 1))
         .collect();
     assert_eq!(
-        config.wait_of("uid-7"),
+        config.wait_of("uid-7", 1),
         waits[7],
         "the same agent waits as long each time"
     );
@@ -191,5 +191,25 @@ fn an_agents_records_wait_as_long_each_time_and_agents_differ() {
         spread: Duration::ZERO,
         ..config
     };
-    assert_eq!(exact.wait_of("uid-7"), exact.wait);
+    assert_eq!(exact.wait_of("uid-7", 1), exact.wait);
+}
+
+#[test]
+fn records_wait_longer_when_many_wait_up_to_the_most_a_record_waits() {
+    let config = StormConfig {
+        spread: Duration::ZERO,
+        ..StormConfig::default()
+    };
+    // At 5 a second, 50 records are written in `wait` (10 s): so many wait no longer.
+    assert_eq!(config.wait_of("uid-7", 50), config.wait);
+    assert_eq!(config.wait_of("uid-7", 200), Duration::from_secs(40));
+    assert_eq!(config.wait_of("uid-7", 10_000), config.max_wait);
+    // An agent's share of the spread is the same part of a longer wait.
+    let spread = StormConfig::default();
+    let (short, long) = (spread.wait_of("uid-7", 1), spread.wait_of("uid-7", 200));
+    assert!(
+        short < spread.wait && long < Duration::from_secs(40),
+        "{short:?} {long:?}"
+    );
+    assert_eq!(long.as_millis() / 100, (short * 4).as_millis() / 100);
 }
