@@ -168,10 +168,10 @@ fn a_held_record_lasts_while_the_agent_status_is_as_it_was_decided_on() {
 fn an_agents_records_wait_as_long_each_time_and_agents_differ() {
     let config = StormConfig::default();
     let waits: Vec<Duration> = (0..64)
-        .map(|i| config.wait_of(&format!("uid-{i}"), 1))
+        .map(|i| config.wait_of(&format!("uid-{i}"), 1, None))
         .collect();
     assert_eq!(
-        config.wait_of("uid-7", 1),
+        config.wait_of("uid-7", 1, None),
         waits[7],
         "the same agent waits as long each time"
     );
@@ -191,7 +191,7 @@ fn an_agents_records_wait_as_long_each_time_and_agents_differ() {
         spread: Duration::ZERO,
         ..config
     };
-    assert_eq!(exact.wait_of("uid-7", 1), exact.wait);
+    assert_eq!(exact.wait_of("uid-7", 1, None), exact.wait);
 }
 
 #[test]
@@ -201,15 +201,67 @@ fn records_wait_longer_when_many_wait_up_to_the_most_a_record_waits() {
         ..StormConfig::default()
     };
     // At 5 a second, 50 records are written in `wait` (10 s): so many wait no longer.
-    assert_eq!(config.wait_of("uid-7", 50), config.wait);
-    assert_eq!(config.wait_of("uid-7", 200), Duration::from_secs(40));
-    assert_eq!(config.wait_of("uid-7", 10_000), config.max_wait);
+    assert_eq!(config.wait_of("uid-7", 50, None), config.wait);
+    assert_eq!(config.wait_of("uid-7", 200, None), Duration::from_secs(40));
+    assert_eq!(config.wait_of("uid-7", 10_000, None), config.max_wait);
     // An agent's share of the spread is the same part of a longer wait.
     let spread = StormConfig::default();
-    let (short, long) = (spread.wait_of("uid-7", 1), spread.wait_of("uid-7", 200));
+    let (short, long) = (
+        spread.wait_of("uid-7", 1, None),
+        spread.wait_of("uid-7", 200, None),
+    );
     assert!(
         short < spread.wait && long < Duration::from_secs(40),
         "{short:?} {long:?}"
     );
     assert_eq!(long.as_millis() / 100, (short * 4).as_millis() / 100);
+}
+
+/// Attempts 2 up to `last` crashed, each `every` seconds after the one before, and the last
+/// was restarted: the plan while attempt 2 is written running.
+fn crashed_every(every: i64, last: u32) -> Plan {
+    let mut plan = restarted();
+    plan.status.attempt = last + 1;
+    plan.status.restart_history = (1..=last)
+        .rev()
+        .map(|attempt| {
+            let mut r = record(attempt, "Failure");
+            let at =
+                jiff::Timestamp::from_second(1_800_000_000 + every * i64::from(attempt)).unwrap();
+            r.failed_at = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at));
+            r
+        })
+        .collect();
+    plan
+}
+
+#[test]
+fn a_record_waits_no_longer_than_until_its_last_failure_that_may_wait() {
+    let written = AgentStatus {
+        phase: Some(Phase::Running),
+        ..written()
+    };
+    // One failure: its pace is not known yet.
+    let one = crashed_every(3, 2);
+    assert_eq!(unrecorded(&written, &one), Some(1));
+    assert_eq!(until_full(&one, 1), None);
+    // Failures 3 s apart: the eighth is due 21 s after the first.
+    let three = crashed_every(3, 4);
+    assert_eq!(unrecorded(&written, &three), Some(3));
+    assert_eq!(until_full(&three, 3), Some(Duration::from_secs(21)));
+    // Faster than a second apart (the times are to the second): taken for a second.
+    assert_eq!(
+        until_full(&crashed_every(0, 4), 3),
+        Some(Duration::from_secs(7))
+    );
+    // The wait: the sooner of that and the pace's, spread by agent as before.
+    let config = StormConfig {
+        spread: Duration::ZERO,
+        ..StormConfig::default()
+    };
+    let full = Duration::from_secs(21);
+    assert_eq!(config.wait_of("uid-7", 200, Some(full)), full);
+    assert_eq!(config.wait_of("uid-7", 1, Some(full)), config.wait);
+    let spread = StormConfig::default();
+    assert!(spread.wait_of("uid-7", 200, Some(full)) < full);
 }
