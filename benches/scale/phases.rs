@@ -307,18 +307,13 @@ pub async fn warm_up(options: WarmUp) -> anyhow::Result<()> {
 async fn garbage_collector_watches_agents(agents: &Api<Agent>) -> anyhow::Result<()> {
     let name = "gc-probe";
     create_agent(agents, name, &agent_spec(None, false)).await?;
-    agents
-        .delete(name, &DeleteParams::foreground())
-        .await
-        .context("cannot delete the probe Agent")?;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while agents.get_opt(name).await?.is_some() {
-        if Instant::now() > deadline {
-            bail!("the garbage collector did not remove Agent {name} within 120 s of its deletion");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    Ok(())
+    delete_and_wait(
+        agents,
+        name,
+        &DeleteParams::foreground(),
+        Duration::from_secs(120),
+    )
+    .await
 }
 
 /// From each Agent's create to its first pod's (`pod_name(agent, 1)`, as both controllers name
@@ -427,13 +422,35 @@ async fn create_namespace(client: &Client, name: &str) -> anyhow::Result<()> {
 /// Deletes the namespace and waits until it is gone.
 async fn delete_namespace(client: &Client, name: &str) -> anyhow::Result<()> {
     let api = Api::<Namespace>::all(client.clone());
-    api.delete(name, &DeleteParams::default()).await?;
-    let deadline = Instant::now() + Duration::from_secs(900);
+    delete_and_wait(
+        &api,
+        name,
+        &DeleteParams::default(),
+        Duration::from_secs(900),
+    )
+    .await
+}
+
+/// Deletes the object `name` and waits until it is gone, at most `timeout`.
+async fn delete_and_wait<K>(
+    api: &Api<K>,
+    name: &str,
+    params: &DeleteParams,
+    timeout: Duration,
+) -> anyhow::Result<()>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let kind = K::kind(&()).into_owned();
+    api.delete(name, params)
+        .await
+        .with_context(|| format!("cannot delete {kind} {name}"))?;
+    let deadline = Instant::now() + timeout;
     while api.get_opt(name).await?.is_some() {
         if Instant::now() > deadline {
-            bail!("namespace {name} still exists 15 minutes after its deletion");
+            bail!("{kind} {name} still exists {timeout:?} after its deletion");
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
     Ok(())
 }
