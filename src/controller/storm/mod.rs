@@ -142,9 +142,11 @@ pub(super) fn hold_back(
     let on_server = written.status.as_ref().unwrap_or(&unset);
     let storm = raging(ctx, now);
     let full = unrecorded(on_server, plan).and_then(|k| until_full(plan, k));
-    let wait = ctx
-        .storm
-        .wait_of(&written.uid().unwrap_or_default(), ctx.held.count(), full);
+    let wait = ctx.storm.wait_of(
+        &written.uid().unwrap_or_default(),
+        ctx.held.count(now, ctx.storm.max_wait),
+        full,
+    );
     if !storm || waited >= wait || !may_wait(on_server, plan, watched) {
         return None;
     }
@@ -259,9 +261,14 @@ impl Held {
     }
 
     /// `agent`'s record was written, or the Agent is gone.
-    /// How many records are held.
-    pub fn count(&self) -> usize {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+    /// How many records were held within `within` before `now`: one held longer is written at
+    /// its agent's next reconcile, or its agent is gone (deleted without a reconcile seeing it,
+    /// its record is never asked for again).
+    pub fn count(&self, now: Instant, within: Duration) -> usize {
+        let held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        held.values()
+            .filter(|r| now.saturating_duration_since(r.since) < within)
+            .count()
     }
 
     pub fn release(&self, agent: &Agent) {
