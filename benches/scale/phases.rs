@@ -301,9 +301,8 @@ pub async fn warm_up(options: WarmUp) -> anyhow::Result<()> {
 /// later; until then every pod owned by an Agent sends it to the API server for the owner, ten
 /// GETs a second, and those fell on whichever controller was measured first (on a control plane
 /// just started: 200 in the operator's converge of 20 Agents and 600 in its storm, none in the
-/// baseline's). An Agent deleted in the
-/// foreground is gone only once the collector has seen it (its finalizer is the collector's to
-/// remove), so its going is the sign.
+/// baseline's). An Agent deleted in the foreground is gone only once the collector has seen it
+/// (its finalizer is the collector's to remove), so its going is the sign.
 async fn garbage_collector_watches_agents(agents: &Api<Agent>) -> anyhow::Result<()> {
     let name = "gc-probe";
     create_agent(agents, name, &agent_spec(None, false)).await?;
