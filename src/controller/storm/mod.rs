@@ -203,7 +203,28 @@ pub(super) fn watched(input: &Input) -> bool {
 
 /// The records held back, by Agent.
 #[derive(Default)]
-pub struct Held(Mutex<HashMap<(String, String), Record>>);
+pub struct Held(Mutex<Records>);
+
+#[derive(Default)]
+struct Records {
+    by_agent: HashMap<(String, String), Record>,
+    /// Records held since the last sweep.
+    since_sweep: usize,
+}
+
+impl Records {
+    /// Counts one more record held; after as many as are kept, forgets those held longer than
+    /// `Held::KEPT`: their Agents were deleted without a reconcile seeing it (an Agent has no
+    /// finalizer, and a deleted one is never reconciled again), and nothing asks for them.
+    fn sweep(&mut self, now: Instant) {
+        self.since_sweep += 1;
+        if self.since_sweep > self.by_agent.len().max(1024) {
+            self.since_sweep = 0;
+            self.by_agent
+                .retain(|_, r| now.saturating_duration_since(r.since) < Held::KEPT);
+        }
+    }
+}
 
 /// One Agent's record held back.
 #[derive(Clone, Debug)]
@@ -234,17 +255,22 @@ impl Record {
 }
 
 impl Held {
+    /// Records held longer than this are forgotten, if still there: no wait is as long (a live
+    /// Agent's record is written at its next reconcile, due within `StormConfig::max_wait`),
+    /// and one forgotten all the same is decided again from the pods, as after a lost write.
+    const KEPT: Duration = Duration::from_secs(600);
+
     /// The record held for `agent`, if it was decided on the Agent's status as it is (a change
     /// of its spec or annotations leaves it held). One decided on a status changed since, by
     /// someone else, is dropped: the decision adopts the pod, as after a lost write.
     pub fn get(&self, agent: &Agent) -> Option<Record> {
         let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let key = key(agent);
-        let record = held.get(&key)?;
+        let record = held.by_agent.get(&key)?;
         if record.made_on(agent) {
             return Some(record.clone());
         }
-        held.remove(&key);
+        held.by_agent.remove(&key);
         None
     }
 
@@ -257,23 +283,25 @@ impl Held {
             since,
         };
         let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        held.insert(key(agent), record);
+        held.sweep(Instant::now());
+        held.by_agent.insert(key(agent), record);
     }
 
-    /// `agent`'s record was written, or the Agent is gone.
     /// How many records were held within `within` before `now`: one held longer is written at
     /// its agent's next reconcile, or its agent is gone (deleted without a reconcile seeing it,
-    /// its record is never asked for again).
+    /// its record is never asked for again, and forgotten after `KEPT`).
     pub fn count(&self, now: Instant, within: Duration) -> usize {
         let held = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        held.values()
+        held.by_agent
+            .values()
             .filter(|r| now.saturating_duration_since(r.since) < within)
             .count()
     }
 
+    /// `agent`'s record was written, or the Agent is gone.
     pub fn release(&self, agent: &Agent) {
         let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        held.remove(&key(agent));
+        held.by_agent.remove(&key(agent));
     }
 }
 

@@ -279,3 +279,34 @@ fn records_held_longer_than_any_waits_are_not_counted() {
     }
     assert_eq!(held.count(now, most), 1);
 }
+
+#[test]
+fn records_of_agents_gone_unseen_are_forgotten_in_time() {
+    let base = Instant::now();
+    let later = base + Held::KEPT * 2;
+    let record = |since| Record {
+        uid: "u1".into(),
+        written: AgentStatus::default(),
+        status: restarted().status,
+        since,
+    };
+    let key = |name: &str| ("ns".to_string(), name.to_string());
+    let mut records = Records::default();
+    records.by_agent.insert(key("gone"), record(base));
+    records
+        .by_agent
+        .insert(key("live"), record(later - Held::KEPT / 2));
+    records.sweep(later);
+    assert_eq!(records.by_agent.len(), 2, "not swept after one record");
+    for _ in 0..1024 {
+        records.sweep(later);
+    }
+    assert!(
+        !records.by_agent.contains_key(&key("gone")),
+        "held longer than KEPT"
+    );
+    assert!(
+        records.by_agent.contains_key(&key("live")),
+        "held within KEPT"
+    );
+}
