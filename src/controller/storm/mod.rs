@@ -30,8 +30,10 @@ use crate::api::{Agent, AgentStatus, Phase, Trigger};
 use crate::supervise::{Input, Plan, PolicyResolution};
 
 /// How many failures a record holds back at most: a successor decides each again from its pod,
-/// one reconcile each.
-pub const UNRECORDED: usize = 8;
+/// one reconcile each. As many as a history keeps by default (`historyLimit`): each must be in
+/// the history (a lower limit holds back fewer), and in a storm the bound is what most records
+/// wait for (an agent crashing every 4 s: 36 s).
+pub const UNRECORDED: usize = 10;
 
 /// When failure records wait, and for how long.
 #[derive(Clone, Copy, Debug, PartialEq)]

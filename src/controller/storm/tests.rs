@@ -245,14 +245,15 @@ fn a_record_waits_no_longer_than_until_its_last_failure_that_may_wait() {
     let one = crashed_every(3, 2);
     assert_eq!(unrecorded(&written, &one), Some(1));
     assert_eq!(until_full(&one, 1), None);
-    // Failures 3 s apart: the eighth is due 21 s after the first.
+    // Failures 3 s apart: the last that may wait (the tenth) is due 27 s after the first.
+    let last = UNRECORDED as u64 - 1;
     let three = crashed_every(3, 4);
     assert_eq!(unrecorded(&written, &three), Some(3));
-    assert_eq!(until_full(&three, 3), Some(Duration::from_secs(21)));
+    assert_eq!(until_full(&three, 3), Some(Duration::from_secs(3 * last)));
     // Faster than a second apart (the times are to the second): taken for a second.
     assert_eq!(
         until_full(&crashed_every(0, 4), 3),
-        Some(Duration::from_secs(7))
+        Some(Duration::from_secs(last))
     );
     // The wait: the sooner of that and the pace's, spread by agent as before.
     let config = StormConfig {
@@ -309,4 +310,10 @@ fn records_of_agents_gone_unseen_are_forgotten_in_time() {
         records.by_agent.contains_key(&key("live")),
         "held within KEPT"
     );
+}
+
+#[test]
+fn as_many_failures_wait_as_a_default_history_keeps() {
+    let limit = crate::api::defaults::history_limit();
+    assert_eq!(UNRECORDED, usize::try_from(limit).expect("a small number"));
 }
