@@ -165,6 +165,29 @@ mod tests {
     }
 
     #[test]
+    fn a_storm_lasts_through_a_stall_of_a_window_and_ends_after_two() {
+        let storm = crate::controller::storm::StormConfig::default();
+        let creates = Creates::default();
+        let start = Instant::now();
+        assert!(!storm.lasting(&creates, start), "nothing created yet");
+        // Fifty creates a second for two seconds, then none.
+        for i in 0..100 {
+            creates.created_at(start + Duration::from_millis(20 * i));
+        }
+        let last = start + Duration::from_millis(20 * 99);
+        assert!(storm.lasting(&creates, last));
+        let stalled = last + storm.within + Duration::from_millis(100);
+        assert!(!creates.storm(stalled, storm.creates, storm.within));
+        assert!(storm.lasting(&creates, stalled), "a stall of a window");
+        assert!(!storm.lasting(&creates, last + storm.within * 2));
+        let off = crate::controller::storm::StormConfig {
+            creates: 0,
+            ..storm
+        };
+        assert!(!off.lasting(&creates, last), "0 means never");
+    }
+
+    #[test]
     fn a_catching_up_write_waits_for_the_creates_only_so_long() {
         let young = Some(Duration::from_secs(2));
         assert!(gives_way(true, young));

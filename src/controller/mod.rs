@@ -160,6 +160,7 @@ pub async fn run(
         config.event_window,
         config.metrics.events_dropped.clone(),
         creates.clone(),
+        config.storm,
     );
     let tasks = scopes.into_iter().map(|scope| {
         scope::run_scope(

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use kube::ResourceExt;
 
 use super::Context;
+use super::catch_up::Creates;
 use crate::api::{Agent, AgentStatus, Phase, Trigger};
 use crate::supervise::{Input, Plan, PolicyResolution};
 
@@ -187,6 +188,17 @@ fn unrecorded(written: &AgentStatus, plan: &Plan) -> Option<usize> {
 /// Whether the operator is creating pods at a storm's pace as of `now`.
 pub(super) fn raging(ctx: &Context, now: Instant) -> bool {
     ctx.creates.storm(now, ctx.storm.creates, ctx.storm.within)
+}
+
+impl StormConfig {
+    /// Whether a crash storm may still be going on as of `now`: a storm's creates were made
+    /// within two of its windows (`within`). A stall of the creates for a window does not end
+    /// it: in a 10,000-agent run's storm the creates stopped for a second, the Events waiting
+    /// for its end all went then (161 in two seconds), and the pods created in the three
+    /// seconds after them waited 120 to 174 ms (p50) against 8 ms in the baseline's storm.
+    pub(crate) fn lasting(&self, creates: &Creates, now: Instant) -> bool {
+        creates.storm(now, self.creates, self.within * 2)
+    }
 }
 
 /// Whether others decide from this agent's status, or a successor could not rebuild its failure

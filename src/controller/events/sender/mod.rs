@@ -16,6 +16,7 @@ use tracing::warn;
 use super::NOTE_LIMIT;
 use crate::controller::budget::{Bucket, BudgetConfig};
 use crate::controller::catch_up::{self, Creates};
+use crate::controller::storm::StormConfig;
 
 /// How long after an Event about an agent its next ones wait, to be sent together. An agent
 /// that crashes now and then has each Event sent at once; one crashing every few seconds has
@@ -24,7 +25,7 @@ use crate::controller::catch_up::{self, Creates};
 pub const WINDOW: Duration = Duration::from_secs(10);
 
 /// Events a second, at most, while a crash storm outlasts an object's wait for it (`after_creates`),
-/// in bursts of as many: without a pace, the Events of agents that began to crash together
+/// in bursts of as many, until the storm is over (`StormConfig::lasting`): without a pace, the Events of agents that began to crash together
 /// all went out in the same second when their wait ended, 200 at a time, and the pods created
 /// in that second waited for them (storm-only bench-scale: the Failed → next pod p50 80 ms in
 /// such a second against 7 ms in the baseline's).
@@ -56,19 +57,22 @@ pub struct Sender {
     dropped: Counter,
     /// When the operator last created a pod: Events wait while it is creating them.
     creates: Arc<Creates>,
-    /// The pace of Events sent while it still is (`STORM_PACE`).
+    /// What makes a crash storm, in which Events go at `STORM_PACE`.
+    storm: StormConfig,
+    /// The pace of Events sent while one lasts.
     pace: Arc<Mutex<Bucket>>,
 }
 
 impl Sender {
     /// A sender holding an object's Events for `window` after one is sent (`WINDOW` outside
     /// tests), and while the operator is creating pods (for at most a window, then at
-    /// `STORM_PACE`).
+    /// `STORM_PACE` while a crash storm as `storm` tells it lasts).
     pub fn new(
         client: kube::Client,
         window: Duration,
         dropped: Counter,
         creates: Arc<Creates>,
+        storm: StormConfig,
     ) -> Self {
         Sender {
             client,
@@ -77,6 +81,7 @@ impl Sender {
             turns: Arc::new(Semaphore::new(SENDING)),
             dropped,
             creates,
+            storm,
             pace: Arc::new(Mutex::new(full_pace(Instant::now()))),
         }
     }
@@ -127,15 +132,15 @@ impl Sender {
         }
     }
 
-    /// Waits for `n` Events' turn in the pace while the operator is still creating pods (a
-    /// storm: `after_creates` gave up waiting for it to pass), and no longer: once it stops
-    /// creating them, every Event waiting for its turn goes, and the next storm's pace begins
-    /// with no debt. (Turns outlasting the creates that paced them left a converge of 10,000
-    /// Agents with 33 minutes of Events to send at the pace, five a second in the steady state
-    /// after it, and the next storm's Events behind them.)
+    /// Waits for `n` Events' turn in the pace while a crash storm lasts (`after_creates` gave
+    /// up waiting for the creates to pause), and no longer: once it is over, every Event
+    /// waiting for its turn goes, and the next storm's pace begins with no debt. (Turns
+    /// outlasting the storm that paced them left a converge of 10,000 Agents with 33 minutes
+    /// of Events to send at the pace, five a second in the steady state after it, and the next
+    /// storm's Events behind them.)
     async fn paced(&self, n: usize) {
         let now = Instant::now();
-        if !self.creates.busy(now) {
+        if !self.storm.lasting(&self.creates, now) {
             *self.pace.lock().unwrap_or_else(|e| e.into_inner()) = full_pace(now);
             return;
         }
@@ -147,7 +152,7 @@ impl Sender {
             .reserve(n, now);
         loop {
             let now = Instant::now();
-            if now >= turn || !self.creates.busy(now) {
+            if now >= turn || !self.storm.lasting(&self.creates, now) {
                 return;
             }
             tokio::time::sleep((turn - now).min(catch_up::SOON)).await;
