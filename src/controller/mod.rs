@@ -124,6 +124,8 @@ pub struct Context {
     catch_up: tokio::sync::Semaphore,
     /// When the operator last created a pod, in any scope (see `catch_up`).
     creates: Arc<catch_up::Creates>,
+    /// Catching-up writes waiting for a pause in the creates, or a turn.
+    paused: catch_up::Paused,
     /// Each Agent's finished pods, where old attempts are found.
     finished: Arc<finished::FinishedPods>,
     /// When restart records wait out a crash storm, and those waiting.

@@ -17,7 +17,7 @@ use super::gather::Source;
 use super::{AgentObject, Context, RESYNC, catch_up, events, gather, manifests, status, storm};
 use crate::api::{Agent, AgentStatus};
 use crate::supervise::conditions::{self, Desired};
-use crate::supervise::{self, Plan};
+use crate::supervise::{self, FIRST_RECORD_WAIT, Plan};
 
 /// Reconciles one Agent; an Agent that cannot be decoded is reported and left alone.
 pub async fn reconcile(object: Arc<AgentObject>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -211,11 +211,27 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
             // the reconciles that create pods, while they do and while writes are queued up.
             let _turn = if catch_up::catching_up(before, &plan, held) {
                 let pod_age = first_pod_age(agent, &plan, ctx, now);
-                if catch_up::gives_way(ctx.creates.busy(std::time::Instant::now()), pod_age) {
-                    return Ok(Done::Then(Action::requeue(catch_up::SOON)));
-                }
-                let Ok(turn) = ctx.catch_up.try_acquire() else {
-                    return Ok(Done::Then(Action::requeue(catch_up::LATER)));
+                let busy = ctx.creates.busy(std::time::Instant::now());
+                let turn = if catch_up::gives_way(busy, pod_age) {
+                    None
+                } else {
+                    ctx.catch_up.try_acquire().ok()
+                };
+                let Some(turn) = turn else {
+                    // Woken at a pause in the creates with a turn free, or due by itself once
+                    // its pod is old (then it waits for a turn only).
+                    return Ok(Done::Then(
+                        match pod_age.filter(|a| *a < FIRST_RECORD_WAIT) {
+                            Some(age) => {
+                                ctx.paused.wait(
+                                    ObjectRef::new(&agent.name_any())
+                                        .within(&agent.namespace().unwrap_or_default()),
+                                );
+                                Action::requeue(catch_up::wait_left(age))
+                            }
+                            None => Action::requeue(catch_up::LATER),
+                        },
+                    ));
                 };
                 Some(turn)
             } else {

@@ -212,6 +212,7 @@ pub(super) async fn run_scope(
         own_writes: fresh::OwnWrites::default(),
         catch_up: tokio::sync::Semaphore::new(catch_up::TURNS),
         creates,
+        paused: catch_up::Paused::default(),
         finished,
         storm: config.storm,
         held: storm::Held::default(),
@@ -220,6 +221,7 @@ pub(super) async fn run_scope(
     config.status.watch_agents(agents.clone());
     let agent_store = agents.clone();
     let pruning = act::prune_deferred(context.clone(), shutdown.clone());
+    let waking = catch_up::wake_after_pauses(context.clone(), agent_trigger_tx, shutdown.clone());
     let agent_controller = Controller::for_stream(agent_changes, agents.clone())
         .owns_stream(pod_changes)
         .owns_stream(lease_changes)
@@ -265,7 +267,8 @@ pub(super) async fn run_scope(
         agent_controller,
         policy_controller,
         group_controller,
-        pruning
+        pruning,
+        waking
     );
     drop(watches);
 }
