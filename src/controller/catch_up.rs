@@ -24,7 +24,8 @@ pub(super) const TURNS: usize = 8;
 pub(super) const LATER: Duration = Duration::from_secs(3);
 /// A pod created less than this long ago means the operator is creating pods.
 pub(super) const BUSY: Duration = Duration::from_millis(250);
-/// How long a write that gives way to the creates waits before it looks again.
+/// The least a write that gave way to the creates waits before it looks again by itself (see
+/// `wait_left`); also how often a paced Event looks whether its storm is over.
 pub(super) const SOON: Duration = Duration::from_secs(1);
 /// How often the writes waiting for a pause in the creates are looked at (`wake_after_pauses`).
 const TICK: Duration = Duration::from_millis(50);
@@ -99,8 +100,8 @@ pub(super) fn wait_left(pod_age: Duration) -> Duration {
 /// The Agents whose catching-up write waits for a pause in the creates (or a turn), in the
 /// order they began to: woken by `wake_after_pauses` instead of looking again every `SOON`.
 /// (Looking again every second made about 1,000 reconciles a second late in a converge of
-/// 10,000 Agents, each of a pod running and younger than `FIRST_RECORD_WAIT`; a converge of
-/// 3,000 made six reconciles per Agent.)
+/// 10,000 Agents, one for each pod running and younger than `FIRST_RECORD_WAIT`; a converge of
+/// 3,000 Agents made 5.9 reconciles per Agent in all with it, 5.2 without.)
 #[derive(Default)]
 pub struct Paused(Mutex<Waiting>);
 

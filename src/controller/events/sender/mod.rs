@@ -24,11 +24,12 @@ use crate::controller::storm::StormConfig;
 /// API server is busiest. The status records every crash at once either way.
 pub const WINDOW: Duration = Duration::from_secs(10);
 
-/// Events a second, at most, while a crash storm outlasts an object's wait for it (`after_creates`),
-/// in bursts of as many, until the storm is over (`StormConfig::lasting`): without a pace, the Events of agents that began to crash together
-/// all went out in the same second when their wait ended, 200 at a time, and the pods created
-/// in that second waited for them (storm-only bench-scale: the Failed → next pod p50 80 ms in
-/// such a second against 7 ms in the baseline's).
+/// Events a second, at most, while a crash storm outlasts an object's wait for it
+/// (`after_creates`), in bursts of as many, until the storm is over (`StormConfig::lasting`):
+/// without a pace, the Events of agents that began to crash together all went out in the same
+/// second when their wait ended, 200 at a time, and the pods created in that second waited for
+/// them (storm-only bench-scale: the Failed → next pod p50 80 ms in such a second against 7 ms
+/// in the baseline's).
 pub const STORM_PACE: u32 = 5;
 
 /// How many Events are being sent at once, at most.
