@@ -20,6 +20,9 @@
 #   BENCH_KEEP_LOGS=1  keep the control plane's logs, the audit log included, in
 #                      target/bench-scale/logs/ when it stops (on a cluster of its own; a
 #                      BENCH_KUBECONFIG cluster keeps its own)
+#
+# Besides the table, each storm's restarts and requests second by second go to
+# target/bench-scale/{operator,bare}-storm-seconds.md (`bench-scale seconds`).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
@@ -142,3 +145,10 @@ check=()
 "$bin/examples/bench-scale" table --operator "$out/operator.json" --bare "$out/bare.json" "${check[@]}"
 echo
 echo "Measured with: $command (kwok nodes: ${nodes:-of the given cluster}; $(nproc) cores)"
+# Each storm second by second (`bench-scale seconds`), while the audit log is still there.
+for name in operator bare; do
+  [[ $name == operator ]] && ns="$op_ns-storm" || ns="$bare_ns-storm"
+  "$bin/examples/bench-scale" seconds --audit-dir "$audit_dir" --namespace "$ns" \
+    >"$out/$name-storm-seconds.md"
+done
+echo "Each storm second by second: $out/operator-storm-seconds.md and $out/bare-storm-seconds.md"

@@ -12,14 +12,18 @@ use jiff::Timestamp;
 pub type Requests = BTreeMap<String, u64>;
 
 /// Calls `visit` with every completed request of the log (a watch's ResponseStarted is not one)
-/// whose line contains `needle`.
-fn each_request(
+/// whose line contains `needle`, the rotated files first (their names sort before `audit.log`),
+/// each in the order the API server wrote it.
+pub fn each_request(
     dir: &Path,
     needle: &str,
     mut visit: impl FnMut(&serde_json::Value),
 ) -> anyhow::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
+    let mut paths = std::fs::read_dir(dir)?
+        .map(|entry| entry.map(|e| e.path()))
+        .collect::<Result<Vec<_>, _>>()?;
+    paths.sort();
+    for path in paths {
         let name = path
             .file_name()
             .and_then(|n| n.to_str())
@@ -42,7 +46,7 @@ fn each_request(
     Ok(())
 }
 
-fn timestamp(event: &serde_json::Value, field: &str) -> Option<Timestamp> {
+pub fn timestamp(event: &serde_json::Value, field: &str) -> Option<Timestamp> {
     event[field].as_str().and_then(|t| t.parse().ok())
 }
 

@@ -9,7 +9,10 @@
 //!         namespaces PREFIX-converge and PREFIX-storm) and writes what it measured as JSON;
 //!     bench-scale table --operator FILE --bare FILE [--check]
 //!         prints the comparison as one markdown table; --check fails unless every figure is
-//!         present and sane (the smoke run of `make test`), never on a speed.
+//!         present and sane (the smoke run of `make test`), never on a speed;
+//!     bench-scale seconds --audit-dir DIR --namespace NS
+//!         prints NS's restarts and requests second by second, from the audit log (which seconds
+//!         made a storm's percentiles, and who sent what in them).
 //!
 //! Agent created → its pod created is timed by the API server's clock, from the audit log. Every
 //! other time comes from this process's clock as it sees the watch events of ONE pod watch per
@@ -20,6 +23,7 @@ mod audit;
 mod phases;
 mod pod_watch;
 mod report;
+mod seconds;
 
 use std::path::PathBuf;
 
@@ -43,6 +47,12 @@ enum Command {
         /// Fail unless every figure is present and sane.
         #[arg(long)]
         check: bool,
+    },
+    Seconds {
+        #[arg(long)]
+        audit_dir: PathBuf,
+        #[arg(long)]
+        namespace: String,
     },
 }
 
@@ -78,6 +88,10 @@ async fn main() -> anyhow::Result<()> {
                 }
             }
         }
+        Command::Seconds {
+            audit_dir,
+            namespace,
+        } => print!("{}", seconds::table(&audit_dir, &namespace)?),
     }
     Ok(())
 }
