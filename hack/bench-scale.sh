@@ -22,7 +22,9 @@
 #                      BENCH_KUBECONFIG cluster keeps its own)
 #
 # Besides the table, each storm's restarts and requests second by second go to
-# target/bench-scale/{operator,bare}-storm-seconds.md (`bench-scale seconds`).
+# target/bench-scale/{operator,bare}-storm-seconds.md (`bench-scale seconds`); with
+# GODEBUG=gctrace=1 the control plane started here traces its garbage collection, and those
+# tables say how long the API server's collector was marking in each second.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
