@@ -168,7 +168,8 @@ fn last_known(agent: &Agent, ctx: &Context, attempt: u32) -> Option<Pod> {
 }
 
 /// The pod of the newest attempt this Agent controls: the next attempt's if it exists (a status
-/// write was lost after it was created), else the current one's. A current pod missing from the
+/// write was lost after it was created), else the current one's (with nothing written, the
+/// oldest attempt's still here). A current pod missing from the
 /// cache is looked up on the server before it is believed gone: the cache may not have seen a
 /// pod the operator just created.
 async fn current_pod(
@@ -192,8 +193,15 @@ async fn current_pod(
         Source::Cache => cached(attempt.saturating_add(1)),
         Source::Server => ours(read(&pods, &pod_name(&name, attempt.saturating_add(1))).await?),
     };
-    if next.is_some() || attempt == 0 {
+    if next.is_some() {
         return Ok(next);
+    }
+    if attempt == 0 {
+        // Nothing written: the first pod is the record. The records of its failure and of those
+        // after it may have waited out a crash storm (`storm`); were the first pod gone since
+        // (removed by someone else), the oldest later attempt still here is adopted, never a
+        // second first pod made beside it.
+        return Ok((2..=super::storm::UNRECORDED as u32 + 1).find_map(cached));
     }
     if source == Source::Cache
         && let Some(current) = cached(attempt)

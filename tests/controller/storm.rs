@@ -2,9 +2,14 @@
 
 use std::time::Duration;
 
-use agent_supervisor::api::{Phase, Trigger};
-use agent_supervisor::controller::Config;
+use agent_supervisor::api::{
+    AGENT_LABEL, AGENT_UID_LABEL, ATTEMPT_LABEL, Phase, TEMPLATE_HASH_ANNOTATION,
+    TRIGGER_ANNOTATION, Trigger,
+};
 use agent_supervisor::controller::storm::StormConfig;
+use agent_supervisor::controller::{Config, manifests};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::PostParams;
 use serde_json::json;
 
 use crate::support::{self, Operator, TestNamespace};
@@ -107,6 +112,108 @@ async fn crashes_in_a_row_are_recorded_together_once_the_first_has_waited() {
         .filter(|(reason, _)| reason == "Crashed")
         .count();
     assert!(crashes <= 3, "{crashes} Crashed Events for three crashes");
+}
+
+#[tokio::test]
+async fn a_first_pods_crash_waits_too_when_nothing_was_written() {
+    let (ns, _operator) = in_a_storm(Duration::from_secs(15)).await;
+    let versions = ns.record_agent("fresh").await;
+    ns.create_policy(
+        "immediate",
+        json!({ "backoff": { "type": "Immediate", "jitter": 0.0 },
+                "circuitBreaker": { "failureThreshold": 0 } }),
+    )
+    .await;
+    // Its pods are never placed: a first pod not running is not recorded (it is the record),
+    // so nothing is written for the agent when it crashes.
+    let template = json!({ "spec": {
+        "containers": [{ "name": "agent", "image": "example.invalid/agent:1" }],
+        "nodeSelector": { "example.invalid/no-such-node": "true" },
+    } });
+    ns.create_agent(
+        "fresh",
+        json!({ "restartPolicyRef": { "name": "immediate" }, "template": template }),
+    )
+    .await;
+    ns.wait_pod("fresh-1").await;
+    ns.terminate("fresh-1", 1, "Error", "first").await;
+    ns.wait_pod("fresh-2").await;
+    ns.terminate("fresh-2", 2, "Error", "second").await;
+    ns.wait_pod("fresh-3").await;
+    let status = ns
+        .wait_status("fresh", "both crashes recorded", |s| s.restart_count == 2)
+        .await;
+    assert_eq!(status.attempt, 3);
+    let history: Vec<_> = status
+        .restart_history
+        .iter()
+        .map(|r| (r.attempt, r.trigger, r.exit_code))
+        .collect();
+    assert_eq!(
+        history,
+        [
+            (2, Trigger::Failure, Some(2)),
+            (1, Trigger::Failure, Some(1))
+        ]
+    );
+    // The first crash's record waited for the second: no status written said attempt 1 or 2.
+    let written: Vec<u32> = versions
+        .versions()
+        .iter()
+        .filter_map(|a| a.status.as_ref().map(|s| s.attempt))
+        .collect();
+    assert!(
+        written.contains(&3) && !written.contains(&1) && !written.contains(&2),
+        "attempts the status recorded, in order: {written:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_first_pod_removed_while_its_record_waited_is_never_made_again() {
+    // What an operator stopped in a storm leaves when someone removes the first pod meanwhile:
+    // nothing written for the agent, attempt 1 gone, attempt 2 made for its crash and running.
+    let ns = TestNamespace::new().await;
+    support::install_crds(&ns.client).await;
+    let pods = ns.record_pods().await;
+    let agent = ns.create_agent("orphan", json!({})).await;
+    let mut spec = serde_json::to_value(agent.spec.template.get().spec.expect("a pod spec"))
+        .expect("a pod spec serializes");
+    spec["restartPolicy"] = json!("Never");
+    let uid = agent.metadata.uid.clone().expect("a uid");
+    let second: Pod = serde_json::from_value(json!({
+        "metadata": {
+            "name": "orphan-2",
+            "labels": { AGENT_LABEL: "orphan", ATTEMPT_LABEL: "2", AGENT_UID_LABEL: uid },
+            "annotations": {
+                TEMPLATE_HASH_ANNOTATION: manifests::template_hash(&agent),
+                TRIGGER_ANNOTATION: "Failure",
+            },
+            "ownerReferences": [manifests::owner_reference(&agent)],
+        },
+        "spec": spec,
+    }))
+    .expect("a valid pod");
+    ns.api::<Pod>()
+        .create(&PostParams::default(), &second)
+        .await
+        .expect("create attempt 2");
+    ns.wait_running("orphan-2").await;
+    assert_eq!(ns.status("orphan").await.attempt, 0, "nothing written yet");
+
+    let _operator = Operator::start(&ns.name).await;
+    let status = ns
+        .wait_status("orphan", "attempt 2 adopted and running", |s| {
+            s.attempt == 2 && s.phase == Some(Phase::Running)
+        })
+        .await;
+    assert_eq!(status.pod_name.as_deref(), Some("orphan-2"));
+    let made: Vec<String> = pods
+        .all()
+        .into_iter()
+        .filter_map(|(_, p)| p.metadata.name)
+        .filter(|name| name != "orphan-2")
+        .collect();
+    assert!(made.is_empty(), "pods made beside attempt 2: {made:?}");
 }
 
 #[tokio::test]

@@ -62,6 +62,11 @@ async fn crash_storm_chain_records_wait_together() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_storm_first_records_wait_when_nothing_was_written() {
+    explore(&scenarios::CRASH_STORM_FIRST).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manual_restart() {
     explore(&scenarios::MANUAL_RESTART).await;
 }

@@ -133,6 +133,33 @@ async fn crash_storm_chain(run: &Run) {
     run.running(4).await;
 }
 
+pub const CRASH_STORM_FIRST: Scenario = Scenario {
+    name: "crash-storm-first",
+    agents: &["early"],
+    groups: &[],
+    storm: true,
+    drive: |run| Box::pin(crash_storm_first(run)),
+    expect: as_waited,
+};
+
+/// Two crashes in a crash storm before anything was written for the agent (its pods are never
+/// placed, and a first pod is recorded once it runs): their records wait together, and a
+/// successor decides the first from the first pod and nothing written.
+async fn crash_storm_first(run: &Run) {
+    run.create_policy(restart_at_once()).await;
+    run.create_agent(json!({ "template": { "spec": {
+        "containers": [{ "name": "agent", "image": "example.invalid/agent:1" }],
+        "nodeSelector": { "example.invalid/no-such-node": "true" },
+    } } }))
+    .await;
+    run.fail_unplaced(1, 1, "Error", "first").await;
+    run.fail_unplaced(2, 137, "OOMKilled", "").await;
+    run.until("both crashes recorded", |s| {
+        s.restart_count >= 2 && s.restart_history.len() >= 2
+    })
+    .await;
+}
+
 pub const MANUAL_RESTART: Scenario = Scenario {
     name: "manual-restart",
     agents: &["worker"],
@@ -400,12 +427,13 @@ fn resumed_and_poisoned(end: &End) -> Vec<String> {
 }
 
 /// Every scenario, for the runs that take them all.
-pub const ALL: [&Scenario; 17] = [
+pub const ALL: [&Scenario; 18] = [
     &crate::outage::OUTAGE,
     &CRASH_RESTART,
     &CRASH_STORM,
     &CRASH_STORM_BACKOFF,
     &CRASH_STORM_CHAIN,
+    &CRASH_STORM_FIRST,
     &MANUAL_RESTART,
     &ROLLOUT,
     &HEARTBEAT,

@@ -175,6 +175,15 @@ impl Run {
             .await;
     }
 
+    /// Ends attempt's pod as soon as it exists, placed or not (then nothing is written for the
+    /// agent yet: a first pod is recorded once it runs).
+    pub async fn fail_unplaced(&self, attempt: u32, exit_code: i32, reason: &str, message: &str) {
+        self.ns.wait_pod(&self.pod(attempt)).await;
+        self.ns
+            .terminate(&self.pod(attempt), exit_code, reason, message)
+            .await;
+    }
+
     /// A merge patch of the Agent (annotations, spec).
     pub async fn patch(&self, patch: Value) {
         self.ns

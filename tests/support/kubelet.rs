@@ -127,6 +127,16 @@ impl TestNamespace {
         Recorder::start(self.api(), None).await
     }
 
+    /// Waits until pod `name` exists, in any phase.
+    pub async fn wait_pod(&self, name: &str) -> Pod {
+        let pods = self.api::<Pod>();
+        eventually(REACT, &format!("pod {name} to exist"), || {
+            let pods = pods.clone();
+            async move { pods.get_opt(name).await.ok()? }
+        })
+        .await
+    }
+
     /// Waits until pod `name` exists and is Running (kwok started it).
     pub async fn wait_running(&self, name: &str) -> Pod {
         let pods = self.api::<Pod>();

@@ -13,7 +13,12 @@
 //! successor finds the pod made after the recorded one, decides the recorded attempt's failure
 //! from its pod and adopts the pod made for it, as after a lost status write, then does the same
 //! for the next attempt, one reconcile each (a restart it decides again meets the pod that was
-//! made for it, and adopts it).
+//! made for it, and adopts it). An agent whose first pod failed before anything was written
+//! waits too: a successor adopts the first pod, decides its failure as the first decision did
+//! (from the same pod and nothing written), and goes on from there; were the first pod gone
+//! (removed by someone else), it adopts the oldest later attempt still there (its restart
+//! recorded without the crash's details) rather than make a second first pod beside it
+//! (`gather`).
 //!
 //! Nothing others decide from waits: not an agent with a heartbeat, not a member of a group (its
 //! group orders its members by their statuses), not an agent whose policy detects outages (it
@@ -89,37 +94,40 @@ impl StormConfig {
 }
 
 /// Whether `plan`'s record may wait, given the status as written: it records failures of the
-/// written attempt and of each attempt after it (at most `UNRECORDED`), each restarted by the
-/// pod created for it but the last, which is waiting for its backoff or restarted too; and
-/// nothing else that is news.
+/// written attempt (of the first, when nothing was written) and of each attempt after it (at
+/// most `UNRECORDED`), each restarted by the pod created for it but the last, which is waiting
+/// for its backoff or restarted too; and nothing else that is news.
 pub(super) fn may_wait(written: &AgentStatus, plan: &Plan, watched: bool) -> bool {
     let running = |s: &AgentStatus| matches!(s.phase, Some(Phase::Pending | Phase::Running));
     let n = written.attempt;
     let s = &plan.status;
     // What a successor would decide again from the pods, one attempt at a time: the written
-    // attempt still running and its failure not recorded; then the failure of every attempt
-    // since, each from the pod that ended (kept until it is recorded), each restart adopted
-    // from the pod made for it (as after a lost write), the last failure's restart due later
-    // (decided anew) or made.
+    // attempt still running and its failure not recorded, or nothing written (the first pod is
+    // the record, as while a first record waits); then the failure of every attempt since, each
+    // from the pod that ended (kept until it is recorded), each restart adopted from the pod
+    // made for it (as after a lost write), the last failure's restart due later (decided anew)
+    // or made.
     let Some(unrecorded) = unrecorded(written, plan) else {
         return false;
     };
-    let last_failed = n + (unrecorded as u32 - 1);
+    let first = first_unrecorded(written);
+    let last_failed = first + (unrecorded as u32 - 1);
     let failed = unrecorded <= UNRECORDED
         && s.restart_history.len() >= unrecorded
         && s.restart_history
             .iter()
             .take(unrecorded)
-            .zip((n..=last_failed).rev())
+            .zip((first..=last_failed).rev())
             .all(|(r, attempt)| r.attempt == attempt && r.trigger == Trigger::Failure);
-    let rebuilt = n > 0
+    let written_running = n > 0
         && running(written)
         && written
             .restart_history
             .first()
-            .is_none_or(|r| r.attempt != n)
-        && failed;
-    rebuilt
+            .is_none_or(|r| r.attempt != n);
+    let never_written = *written == AgentStatus::default();
+    (written_running || never_written)
+        && failed
         && !watched
         && s.group.is_none()
         && s.shutdown == written.shutdown
@@ -172,7 +180,14 @@ fn until_full(plan: &Plan, k: usize) -> Option<Duration> {
     Some(interval.max(Duration::from_secs(1)) * (UNRECORDED as u32 - 1))
 }
 
-/// How many failures `plan` records that `written` does not, counted from the written attempt.
+/// The first attempt whose failure `written` cannot record yet: the written attempt, or the
+/// first when nothing was written.
+fn first_unrecorded(written: &AgentStatus) -> u32 {
+    written.attempt.max(1)
+}
+
+/// How many failures `plan` records that `written` does not, counted from the written attempt
+/// (from the first, when nothing was written).
 fn unrecorded(written: &AgentStatus, plan: &Plan) -> Option<usize> {
     let running = matches!(plan.status.phase, Some(Phase::Pending | Phase::Running));
     let last_failed = match plan.status.phase {
@@ -181,7 +196,7 @@ fn unrecorded(written: &AgentStatus, plan: &Plan) -> Option<usize> {
         _ => return None,
     };
     last_failed
-        .checked_sub(written.attempt)
+        .checked_sub(first_unrecorded(written))
         .map(|k| k as usize + 1)
 }
 

@@ -96,11 +96,44 @@ fn failures_in_a_row_wait_together_up_to_a_bound() {
 }
 
 #[test]
-fn only_what_a_successor_rebuilds_is_unrecorded() {
-    // Never written: a successor could not rebuild a failure from nothing.
+fn a_first_pod_failed_before_anything_was_written_may_wait() {
+    // Attempt 1 crashed, attempt 2 was created for it: a successor decides that failure again
+    // from the first pod, as the first decision did.
+    let never = AgentStatus::default();
     let mut first = restarted();
-    first.status.attempt = 1;
-    assert!(!may_wait(&AgentStatus::default(), &first, false));
+    first.status.attempt = 2;
+    first.status.restart_history = vec![record(1, "Failure")];
+    assert!(may_wait(&never, &first, false));
+    // And attempt 2 crashed as well, before anything was written.
+    let mut again = first.clone();
+    again.status.attempt = 3;
+    again.status.restart_history.insert(0, record(2, "Failure"));
+    assert!(may_wait(&never, &again, false));
+    // The first pod only pending or running: no failure to hold (its record is catch_up's).
+    let mut pending = first.clone();
+    pending.status.attempt = 1;
+    pending.status.restart_history.clear();
+    assert!(!may_wait(&never, &pending, false));
+    // A history that does not start at the first attempt: written.
+    let mut skipped = first.clone();
+    skipped.status.restart_history = vec![record(2, "Failure")];
+    assert!(!may_wait(&never, &skipped, false));
+    // Watched, or a member of a group: written at once, as for a written status.
+    assert!(!may_wait(&never, &first, true));
+    let mut member = first;
+    member.status.group = Some(GroupMembership {
+        name: "g".into(),
+        handled_reset: None,
+    });
+    assert!(!may_wait(&never, &member, false));
+}
+
+#[test]
+fn only_what_a_successor_rebuilds_is_unrecorded() {
+    // Written, but not running: a successor could not rebuild a failure from it.
+    let mut stopped = written();
+    stopped.phase = Some(Phase::Stopped);
+    assert!(!may_wait(&stopped, &restarted(), false));
     // The written failure waited for its backoff: the restart alone is not what waits.
     let mut backing_off = written();
     backing_off.phase = Some(Phase::BackingOff);
