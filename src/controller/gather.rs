@@ -169,9 +169,9 @@ fn last_known(agent: &Agent, ctx: &Context, attempt: u32) -> Option<Pod> {
 
 /// The pod of the newest attempt this Agent controls: the next attempt's if it exists (a status
 /// write was lost after it was created), else the current one's (with nothing written, the
-/// oldest attempt's still here). A current pod missing from the
-/// cache is looked up on the server before it is believed gone: the cache may not have seen a
-/// pod the operator just created.
+/// oldest attempt's still here). A current pod missing from the cache is looked up on the
+/// server before it is believed gone: the cache may not have seen a pod the operator just
+/// created.
 async fn current_pod(
     agent: &Agent,
     ctx: &Context,
