@@ -39,14 +39,19 @@ async fn with_storm(storm: StormConfig) -> (TestNamespace, Operator) {
     (ns, operator)
 }
 
-/// The Agent `stormy`, restarted at once after every crash, its first pod running and recorded.
-async fn first_run(ns: &TestNamespace) {
+/// The policy `immediate`: restart at once after every crash, no breaker.
+async fn immediate_policy(ns: &TestNamespace) {
     ns.create_policy(
         "immediate",
         json!({ "backoff": { "type": "Immediate", "jitter": 0.0 },
                 "circuitBreaker": { "failureThreshold": 0 } }),
     )
     .await;
+}
+
+/// The Agent `stormy`, restarted at once after every crash, its first pod running and recorded.
+async fn first_run(ns: &TestNamespace) {
+    immediate_policy(ns).await;
     ns.create_agent(
         "stormy",
         json!({ "restartPolicyRef": { "name": "immediate" } }),
@@ -118,12 +123,7 @@ async fn crashes_in_a_row_are_recorded_together_once_the_first_has_waited() {
 async fn a_first_pods_crash_waits_too_when_nothing_was_written() {
     let (ns, _operator) = in_a_storm(Duration::from_secs(15)).await;
     let versions = ns.record_agent("fresh").await;
-    ns.create_policy(
-        "immediate",
-        json!({ "backoff": { "type": "Immediate", "jitter": 0.0 },
-                "circuitBreaker": { "failureThreshold": 0 } }),
-    )
-    .await;
+    immediate_policy(&ns).await;
     // Its pods are never placed: a first pod not running is not recorded (it is the record),
     // so nothing is written for the agent when it crashes.
     let template = json!({ "spec": {
