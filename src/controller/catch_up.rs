@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use futures::channel::mpsc::UnboundedSender;
 use kube::runtime::reflector::ObjectRef;
 
+use super::storm::StormConfig;
 use super::{AgentObject, Context};
 use crate::api::{AgentStatus, Phase};
 use crate::supervise::{FIRST_RECORD_WAIT, Plan};
@@ -85,8 +86,19 @@ impl Creates {
     }
 }
 
-/// Whether a catching-up write waits for the creates to pause: while pods are being created,
-/// for at most `FIRST_RECORD_WAIT` after its own pod was (a pod of unknown age does not wait).
+/// Whether the operator is creating pods: it created one less than `BUSY` before `now`, or a
+/// crash storm lasts (`StormConfig::lasting`). A storm's creates come in bursts, a crash burst
+/// every few seconds: a pause of a moment between them is no pause. (Between the creates of
+/// 200 new Agents and their pods' first crashes, the records of the first pods running were
+/// woken by the pause, 172 status writes in one second, and the first crashes' pods waited
+/// behind them.)
+pub(super) fn busy(creates: &Creates, storm: &StormConfig, now: Instant) -> bool {
+    creates.busy(now) || storm.lasting(creates, now)
+}
+
+/// Whether a catching-up write waits for the creates to pause: while pods are being created
+/// (`busy`), for at most `FIRST_RECORD_WAIT` after its own pod was (a pod of unknown age does
+/// not wait).
 pub(super) fn gives_way(busy: bool, pod_age: Option<Duration>) -> bool {
     busy && pod_age.is_some_and(|age| age < FIRST_RECORD_WAIT)
 }
@@ -143,7 +155,7 @@ pub(super) async fn wake_after_pauses(
     let waking = async {
         loop {
             tokio::time::sleep(TICK).await;
-            if ctx.creates.busy(Instant::now()) {
+            if busy(&ctx.creates, &ctx.storm, Instant::now()) {
                 continue;
             }
             for agent in ctx.paused.take(ctx.catch_up.available_permits()) {
@@ -211,6 +223,38 @@ mod tests {
         let later = Instant::now();
         assert!(creates.busy(later));
         assert!(!creates.busy(later + BUSY));
+    }
+
+    #[test]
+    fn a_lasting_crash_storm_keeps_the_operator_busy_between_its_bursts() {
+        let storm = StormConfig::default();
+        let creates = Creates::default();
+        let start = Instant::now();
+        // A burst of a storm's creates, then a pause longer than `BUSY`.
+        for i in 0..20 {
+            creates.created_at(start + Duration::from_millis(10 * i));
+        }
+        let paused = start + Duration::from_millis(190) + BUSY * 2;
+        assert!(!creates.busy(paused), "no pod created for a while");
+        assert!(busy(&creates, &storm, paused), "the storm lasts");
+        let over = start + Duration::from_millis(190) + storm.within * 2;
+        assert!(!busy(&creates, &storm, over), "the storm is over");
+        // A few creates are no storm: only the last of them makes the operator busy.
+        let few = Creates::default();
+        for i in 0..3 {
+            few.created_at(start + Duration::from_millis(10 * i));
+        }
+        assert!(busy(&few, &storm, start + Duration::from_millis(20)));
+        assert!(!busy(
+            &few,
+            &storm,
+            start + Duration::from_millis(20) + BUSY
+        ));
+        let off = StormConfig {
+            creates: 0,
+            ..storm
+        };
+        assert!(!busy(&creates, &off, paused), "storms told by no count");
     }
 
     const SECOND: Duration = Duration::from_secs(1);

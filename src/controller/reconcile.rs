@@ -211,7 +211,7 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
             // the reconciles that create pods, while they do and while writes are queued up.
             let _turn = if catch_up::catching_up(before, &plan, held) {
                 let pod_age = first_pod_age(agent, &plan, ctx, now);
-                let busy = ctx.creates.busy(std::time::Instant::now());
+                let busy = catch_up::busy(&ctx.creates, &ctx.storm, std::time::Instant::now());
                 let turn = if catch_up::gives_way(busy, pod_age) {
                     None
                 } else {

@@ -217,6 +217,32 @@ async fn a_first_pod_removed_while_its_record_waited_is_never_made_again() {
 }
 
 #[tokio::test]
+async fn a_first_pods_record_waits_while_a_storm_lasts() {
+    // The storm lasts the whole test: the record of the first pod running is not woken by a
+    // pause in the creates, and is due once its pod is `FIRST_RECORD_WAIT` old.
+    let (ns, _operator) = in_a_storm(Duration::from_secs(15)).await;
+    immediate_policy(&ns).await;
+    ns.create_agent(
+        "stormy",
+        json!({ "restartPolicyRef": { "name": "immediate" } }),
+    )
+    .await;
+    ns.wait_running("stormy-1").await;
+    let seen_running = std::time::Instant::now();
+    let status = ns
+        .wait_status("stormy", "attempt 1 recorded", |s| s.attempt == 1)
+        .await;
+    assert_eq!(status.phase, Some(Phase::Running));
+    // The pod's age is told from its creation, a second or two before it was seen running.
+    let waited = seen_running.elapsed();
+    let least = agent_supervisor::supervise::FIRST_RECORD_WAIT - Duration::from_secs(5);
+    assert!(
+        waited >= least,
+        "recorded {waited:?} after the pod ran, before it was {least:?} old"
+    );
+}
+
+#[tokio::test]
 async fn a_restarts_record_is_written_once_it_has_waited() {
     let (ns, _operator) = in_a_storm(Duration::from_secs(3)).await;
     first_run(&ns).await;
