@@ -51,8 +51,8 @@ command="N=$N M=$M STORM=$STORM QUIET=$QUIET RESTART_RATE=$RESTART_RATE RESTART_
 [[ -z "${BARE_BIN:-}" ]] || command="BARE_BIN=$BARE_BIN $command"
 [[ -z "${STORM_BACKOFF:-}" ]] || command="STORM_BACKOFF=$STORM_BACKOFF $command"
 case "${BENCH_ORDER:-operator-first}" in
-  operator-first) ;;
-  bare-first) command="BENCH_ORDER=bare-first $command" ;;
+  operator-first) order=(operator bare) ;;
+  bare-first) order=(bare operator); command="BENCH_ORDER=bare-first $command" ;;
   *) die "BENCH_ORDER is operator-first or bare-first, not ${BENCH_ORDER}" ;;
 esac
 
@@ -152,13 +152,9 @@ measure_bare() {
   measure bare "bare-controller/" "[[ \$(grep -c '^ready' '$out/bare.log') -ge 2 ]]" "$bare_ns" -- \
     "${BARE_BIN:-$bin/examples/bare-controller}" --namespaces="$bare_ns-converge,$bare_ns-storm"
 }
-if [[ "${BENCH_ORDER:-operator-first}" == bare-first ]]; then
-  measure_bare
-  measure_operator
-else
-  measure_operator
-  measure_bare
-fi
+for name in "${order[@]}"; do
+  "measure_$name"
+done
 
 echo
 check=()

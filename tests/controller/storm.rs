@@ -49,8 +49,8 @@ async fn immediate_policy(ns: &TestNamespace) {
     .await;
 }
 
-/// The Agent `stormy`, restarted at once after every crash, its first pod running and recorded.
-async fn first_run(ns: &TestNamespace) {
+/// The Agent `stormy`, restarted at once after every crash, its first pod running.
+async fn first_pod_running(ns: &TestNamespace) {
     immediate_policy(ns).await;
     ns.create_agent(
         "stormy",
@@ -58,6 +58,11 @@ async fn first_run(ns: &TestNamespace) {
     )
     .await;
     ns.wait_running("stormy-1").await;
+}
+
+/// The Agent `stormy`, restarted at once after every crash, its first pod running and recorded.
+async fn first_run(ns: &TestNamespace) {
+    first_pod_running(ns).await;
     ns.wait_status("stormy", "attempt 1 recorded", |s| s.attempt == 1)
         .await;
 }
@@ -221,13 +226,7 @@ async fn a_first_pods_record_waits_while_a_storm_lasts() {
     // The storm lasts the whole test: the record of the first pod running is not woken by a
     // pause in the creates, and is due once its pod is `FIRST_RECORD_WAIT` old.
     let (ns, _operator) = in_a_storm(Duration::from_secs(15)).await;
-    immediate_policy(&ns).await;
-    ns.create_agent(
-        "stormy",
-        json!({ "restartPolicyRef": { "name": "immediate" } }),
-    )
-    .await;
-    ns.wait_running("stormy-1").await;
+    first_pod_running(&ns).await;
     let seen_running = std::time::Instant::now();
     let status = ns
         .wait_status("stormy", "attempt 1 recorded", |s| s.attempt == 1)
