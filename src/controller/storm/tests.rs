@@ -181,7 +181,7 @@ fn agent(resource_version: &str) -> Agent {
 fn a_held_record_lasts_while_the_agent_status_is_as_it_was_decided_on() {
     let held = Held::default();
     assert!(held.get(&agent("5")).is_none());
-    held.hold(&agent("5"), restarted().status, Instant::now());
+    held.hold(&agent("5"), restarted().status, Instant::now(), 0);
     let record = held.get(&agent("5")).expect("held");
     assert_eq!(record.status.attempt, 3);
     assert_eq!(record.apply(&agent("5")).status.map(|s| s.attempt), Some(3));
@@ -192,7 +192,7 @@ fn a_held_record_lasts_while_the_agent_status_is_as_it_was_decided_on() {
     patched.status.as_mut().expect("a status").restart_count = 9;
     assert!(held.get(&patched).is_none());
     assert!(held.get(&agent("7")).is_none());
-    held.hold(&agent("5"), restarted().status, Instant::now());
+    held.hold(&agent("5"), restarted().status, Instant::now(), 0);
     held.release(&agent("5"));
     assert!(held.get(&agent("5")).is_none());
 }
@@ -301,15 +301,58 @@ fn a_record_waits_no_longer_than_until_its_last_failure_that_may_wait() {
 }
 
 #[test]
+fn a_record_waits_behind_the_most_that_waited_with_it() {
+    let held = Held::default();
+    let now = Instant::now();
+    let most = StormConfig::default().max_wait;
+    let named = |name: &str| {
+        let mut agent = agent("5");
+        agent.metadata.name = Some(name.into());
+        agent
+    };
+    for i in 0..200 {
+        held.hold(&named(&format!("other-{i}")), restarted().status, now, i);
+    }
+    assert_eq!(
+        held.queued(None, now, most),
+        200,
+        "a record begins to wait behind all"
+    );
+    held.hold(&named("a"), restarted().status, now, 200);
+    let record = held.get(&named("a")).expect("held");
+    for i in 200..240 {
+        held.hold(&named(&format!("other-{i}")), restarted().status, now, i);
+    }
+    assert_eq!(
+        held.queued(Some(&record), now, most),
+        241,
+        "records that begin to wait after it make it wait longer"
+    );
+    let record = Record {
+        queued: 241,
+        ..record
+    };
+    for i in 0..190 {
+        held.release(&named(&format!("other-{i}")));
+    }
+    assert_eq!(held.count(now, most), 51);
+    assert_eq!(
+        held.queued(Some(&record), now, most),
+        241,
+        "records written meanwhile do not bring it forward"
+    );
+}
+
+#[test]
 fn records_held_longer_than_any_waits_are_not_counted() {
     let held = Held::default();
     let long_ago = Instant::now();
     let most = StormConfig::default().max_wait;
     let now = long_ago + most * 2;
-    held.hold(&agent("5"), restarted().status, now);
+    held.hold(&agent("5"), restarted().status, now, 0);
     let mut gone = agent("5");
     gone.metadata.name = Some("b".into());
-    held.hold(&gone, restarted().status, long_ago);
+    held.hold(&gone, restarted().status, long_ago, 0);
     assert_eq!(held.count(now, most), 1);
 }
 
@@ -322,6 +365,7 @@ fn records_of_agents_gone_unseen_are_forgotten_in_time() {
         written: AgentStatus::default(),
         status: restarted().status,
         since,
+        queued: 0,
     };
     let key = |name: &str| ("ns".to_string(), name.to_string());
     let mut records = Records::default();
