@@ -100,6 +100,12 @@ impl Error {
         matches!(self, Error::Record(RecordError(e)) if is_conflict(e))
     }
 
+    /// A pod's create was refused because its namespace is being deleted.
+    pub fn refused_for_deletion(&self) -> bool {
+        matches!(self, Error::Act(ActError::Create { source, .. })
+            if super::terminating::refused_for_deletion(source))
+    }
+
     /// The API server refused the request itself: retrying the same will not help until
     /// something changes (the Agent, a namespace's policy, a quota).
     pub fn is_permanent(&self) -> bool {

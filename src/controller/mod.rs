@@ -25,6 +25,7 @@ mod scope;
 pub(crate) mod slim;
 mod status;
 pub mod storm;
+mod terminating;
 mod watch;
 pub mod watched;
 
@@ -131,6 +132,8 @@ pub struct Context {
     /// When restart records wait out a crash storm, and those waiting.
     storm: storm::StormConfig,
     held: storm::Held,
+    /// Namespaces being deleted, where Agents are left alone (see `terminating`).
+    terminating: terminating::Terminating,
 }
 
 /// Runs the controllers until `shutdown` resolves: per watched namespace (or once for the whole

@@ -71,6 +71,12 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
         return Ok(Done::Then(Action::await_change()));
     }
     let namespace = agent.namespace().unwrap_or_default();
+    let created = agent.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    if ctx.terminating.holds(&namespace, created) {
+        // Its namespace is being deleted: nothing can be made there, and the Agent goes with it.
+        ctx.held.release(agent);
+        return Ok(Done::Then(Action::await_change()));
+    }
     let cached = agent.resource_version().unwrap_or_default();
     if ctx
         .own_writes
@@ -194,9 +200,17 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
             // was created for), never by a second pod.
             if let Some(new) = create {
                 ensure_owned_objects(agent, ctx).await?;
-                create_pod(agent, &pods, new, &template_hash)
-                    .await
-                    .inspect_err(|e| events::warn_user(agent, e, ctx))?;
+                if let Err(e) = create_pod(agent, &pods, new, &template_hash).await {
+                    if e.refused_for_deletion() {
+                        ctx.terminating.saw(
+                            &agent.namespace().unwrap_or_default(),
+                            jiff::Timestamp::now(),
+                        );
+                        return Ok(Done::Then(Action::await_change()));
+                    }
+                    events::warn_user(agent, &e, ctx);
+                    return Err(e);
+                }
                 ctx.own_writes
                     .created(&agent.namespace().unwrap_or_default(), &new.name);
                 ctx.creates.created();

@@ -216,6 +216,7 @@ pub(super) async fn run_scope(
         finished,
         storm: config.storm,
         held: storm::Held::default(),
+        terminating: Default::default(),
     });
     config.metrics.watch_agents(agents.clone());
     config.status.watch_agents(agents.clone());

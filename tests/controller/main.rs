@@ -19,6 +19,7 @@ mod restarts;
 mod shutdown;
 mod steady;
 mod storm;
+mod teardown;
 mod watches;
 
 use serde_json::json;
