@@ -202,10 +202,7 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
                 ensure_owned_objects(agent, ctx).await?;
                 if let Err(e) = create_pod(agent, &pods, new, &template_hash).await {
                     if e.refused_for_deletion() {
-                        ctx.terminating.saw(
-                            &agent.namespace().unwrap_or_default(),
-                            jiff::Timestamp::now(),
-                        );
+                        ctx.terminating.saw(&namespace, jiff::Timestamp::now());
                         return Ok(Done::Then(Action::await_change()));
                     }
                     events::warn_user(agent, &e, ctx);

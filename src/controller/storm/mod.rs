@@ -264,7 +264,7 @@ pub struct Record {
     pub status: AgentStatus,
     /// When it began to wait.
     pub since: Instant,
-    /// How many records waited then (`Held::queued`).
+    /// How many records it waits behind: the most that waited while it did (`Held::queued`).
     queued: usize,
 }
 
