@@ -37,7 +37,7 @@ demo: tools
 test: fmt-check clippy tools
 	@hack/test.sh
 
-## bench-scale: the operator against a bare controller at scale, on a control plane of its own
+## bench-scale: the operator against a bare controller at scale, each on a control plane of its own
 ## (N=1000 agents, M=200 crash-looping for STORM=60 seconds; see the README's Performance section)
 bench-scale: tools
 	@hack/bench-scale.sh

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# make bench-scale: the operator against a bare baseline controller, one after the other on one
-# local control plane of its own, and one table comparing them (see the README's Performance
-# section).
+# make bench-scale: the operator against a bare baseline controller, one after the other, each on a
+# local control plane of its own started and warmed up the same way, and one table comparing them
+# (see the README's Performance section).
 #
 #   N       Agents created at once in the converge phase (default 1000)
 #   M       crash-looping Agents in the storm (default 200)
 #   STORM   how long the storm lasts, in seconds (default 60)
 #   QUIET   the quiet stretch after converging, in seconds (default 60)
 #   BENCH_PROFILE      cargo profile of the binaries measured (default release)
-#   BENCH_KUBECONFIG   run on this cluster (a local control plane: its audit log is read from
-#                      logs/ next to the kubeconfig) instead of starting one
+#   BENCH_KUBECONFIG   run both on this cluster (a local control plane: its audit log is read
+#                      from logs/ next to the kubeconfig) instead of starting one for each
 #   CONCURRENCY        the operator's --concurrency (default: its own)
 #   BENCH_CHECK=1      fail unless every figure is present and sane (the smoke run of make test)
 #   STORM_BACKOFF      the storm's agents back off this long (such as 2s) before each restart
@@ -18,11 +18,12 @@
 #                      and after on one control plane)
 #   BARE_BIN           measure this build of the baseline instead of this checkout's
 #   BENCH_ORDER=bare-first  measure the baseline first, then the operator (by default the
-#                      operator goes first: the API server's heap grows over a run, so the
-#                      order is part of what a single run measures)
-#   BENCH_KEEP_LOGS=1  keep the control plane's logs, the audit log included, in
-#                      target/bench-scale/logs/ when it stops (on a cluster of its own; a
-#                      BENCH_KUBECONFIG cluster keeps its own)
+#                      operator goes first; on one BENCH_KUBECONFIG cluster the second begins
+#                      on what the first left in the API server, so the order is part of what
+#                      such a run measures)
+#   BENCH_KEEP_LOGS=1  keep each control plane's logs, the audit log included, in
+#                      target/bench-scale/logs/{operator,bare}/ when it stops (a BENCH_KUBECONFIG
+#                      cluster keeps its own)
 #
 # Besides the table, each storm's restarts and requests second by second go to
 # target/bench-scale/{operator,bare}-storm-seconds.md (`bench-scale seconds`); with
@@ -58,22 +59,31 @@ esac
 
 out="$REPO_ROOT/target/bench-scale"
 mkdir -p "$out"
+[[ "${BENCH_KEEP_LOGS:-}" != 1 ]] || rm -rf "$out/logs"
 started=()
+# stop_cluster NAME STATUS: stops the control plane started for NAME's run, keeping its logs when
+# asked (or, after a failure, its components' logs but the audit log).
+stop_cluster() {
+  local name=$1 status=$2
+  [[ -n "${cluster:-}" ]] || return 0
+  ((status == 0)) || cp "$cluster"/logs/kube-*.log "$cluster"/logs/kwok.log "$out/" 2>/dev/null || true
+  if [[ "${BENCH_KEEP_LOGS:-}" == 1 ]]; then
+    mkdir -p "$out/logs"
+    cp -r "$cluster/logs" "$out/logs/$name" && log "$name: the control plane's logs are in $out/logs/$name"
+  fi
+  hack/cluster.sh down --dir "$cluster"
+  cluster=""
+}
 cleanup() {
   local status=$? pid
   # Only the controllers started here (children of this shell, so their pids are still theirs).
   for pid in "${started[@]}"; do kill "$pid" 2>/dev/null || true; done
   if [[ -n "${cluster:-}" ]]; then
-    # A failed run keeps the control plane's logs (not the audit log) for a look.
-    ((status == 0)) || cp "$cluster"/logs/kube-*.log "$cluster"/logs/kwok.log "$out/" 2>/dev/null || true
-    if [[ "${BENCH_KEEP_LOGS:-}" == 1 ]]; then
-      rm -rf "$out/logs"
-      cp -r "$cluster/logs" "$out/logs" && log "the control plane's logs are in $out/logs"
-    fi
-    hack/cluster.sh down --dir "$cluster"
-  elif [[ -n "${run_id:-}" ]]; then
+    stop_cluster "${measuring:-run}" "$status"
+  elif [[ -n "${run_id:-}" && -n "${BENCH_KUBECONFIG:-}" ]]; then
     # On a cluster of someone else's, whatever an interrupted run left goes.
-    kubectl delete namespace --ignore-not-found --wait=false "bench-warm-$run_id" \
+    kubectl delete namespace --ignore-not-found --wait=false "bench-warm-$run_id-operator" \
+      "bench-warm-$run_id-bare" \
       "bench-op-$run_id-converge" "bench-op-$run_id-storm" \
       "bench-bare-$run_id-converge" "bench-bare-$run_id-storm" >/dev/null 2>&1 || true
   fi
@@ -86,30 +96,45 @@ cargo build --locked --profile "$PROFILE" --bin agent-supervisor \
   --example bare-controller --example bench-scale
 bin="$REPO_ROOT/target/$([[ $PROFILE == dev ]] && echo debug || echo "$PROFILE")"
 
-if [[ -n "${BENCH_KUBECONFIG:-}" ]]; then
-  export KUBECONFIG="$BENCH_KUBECONFIG"
-else
-  cluster="$REPO_ROOT/target/bench-cluster"
-  # 1000 pods a node: room for every pod of the larger phase, and some.
-  bigger=$((N > M ? N : M))
-  nodes=$(((bigger * 5 / 4 + 999) / 1000))
-  ((nodes >= 2)) || nodes=2
-  KWOK_NODES=$nodes AUDIT_LOG_MAXBACKUP=50 hack/cluster.sh up --dir "$cluster" --owner-pid $$
-  export KUBECONFIG="$cluster/kubeconfig"
-fi
-audit_dir="$(dirname "$KUBECONFIG")/logs"
-[[ -f "$audit_dir/audit.log" ]] || die "no audit log at $audit_dir/audit.log"
-kubectl apply --server-side --force-conflicts -f crds/ >/dev/null
-# (Not `kubectl wait`: it fails, rather than waits, on a CRD that has no conditions yet.)
-for crd in agents.supervisor.dev restartpolicies.supervisor.dev; do
-  for _ in $(seq 120); do
-    # (A CRD with no conditions yet makes the filter an error: not established yet.)
-    established=$(kubectl get crd "$crd" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null || true)
-    [[ "$established" == True ]] && break
-    sleep 0.5
+# 1000 pods a node: room for every pod of the larger phase, and some.
+bigger=$((N > M ? N : M))
+nodes=$(((bigger * 5 / 4 + 999) / 1000))
+((nodes >= 2)) || nodes=2
+
+# control_plane NAME: the cluster NAME is measured on, with the CRDs established and warmed up.
+# Unless BENCH_KUBECONFIG names one for both, each controller gets a control plane of its own,
+# started and warmed up the same way: a storm then begins on the same history in the API server
+# for both (a watch cache keeps up to 75 s of each resource's events, and the heap they hold, so
+# on one control plane the second storm would begin on what the first run left there).
+control_plane() {
+  local name=$1
+  if [[ -n "${BENCH_KUBECONFIG:-}" ]]; then
+    export KUBECONFIG="$BENCH_KUBECONFIG"
+  else
+    cluster="$REPO_ROOT/target/bench-cluster"
+    log "$name: a control plane of its own ($nodes kwok nodes)"
+    KWOK_NODES=$nodes AUDIT_LOG_MAXBACKUP=50 hack/cluster.sh up --dir "$cluster" --owner-pid $$
+    export KUBECONFIG="$cluster/kubeconfig"
+  fi
+  audit_dir="$(dirname "$KUBECONFIG")/logs"
+  [[ -f "$audit_dir/audit.log" ]] || die "no audit log at $audit_dir/audit.log"
+  kubectl apply --server-side --force-conflicts -f crds/ >/dev/null
+  # (Not `kubectl wait`: it fails, rather than waits, on a CRD that has no conditions yet.)
+  local crd established
+  for crd in agents.supervisor.dev restartpolicies.supervisor.dev; do
+    for _ in $(seq 120); do
+      # (A CRD with no conditions yet makes the filter an error: not established yet.)
+      established=$(kubectl get crd "$crd" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null || true)
+      [[ "$established" == True ]] && break
+      sleep 0.5
+    done
+    [[ "$established" == True ]] || die "CRD $crd not established after 60s"
   done
-  [[ "$established" == True ]] || die "CRD $crd not established after 60s"
-done
+  # A fresh control plane's first burst of creates is slower than every later one: paid here, by
+  # no one measured, rather than by the controller measured.
+  log "$name: warm-up: $N Agents and their pods, made directly"
+  "$bin/examples/bench-scale" warm-up --namespace "bench-warm-$run_id-$name" --agents "$N"
+}
 
 # measure NAME USER_AGENT READY_CHECK NAMESPACE_PREFIX -- COMMAND...: starts the controller,
 # waits until READY_CHECK succeeds, runs the phases against it, stops it.
@@ -133,13 +158,12 @@ measure() {
     --out "$out/$name.json"
   kill "$pid"
   wait "$pid" || true
+  # The storm second by second (`bench-scale seconds`), while the audit log is still there.
+  "$bin/examples/bench-scale" seconds --audit-dir "$audit_dir" --namespace "$prefix-storm" \
+    >"$out/$name-storm-seconds.md"
 }
 
 run_id=$(printf '%04x' $((RANDOM % 65536)))
-# A fresh control plane's first burst of creates is slower than every later one: paid here, by
-# no one measured, rather than by the controller measured first.
-log "warm-up: $N Agents and their pods, made directly"
-"$bin/examples/bench-scale" warm-up --namespace "bench-warm-$run_id" --agents "$N"
 op_ns="bench-op-$run_id"
 bare_ns="bench-bare-$run_id"
 port=$(free_port)
@@ -153,19 +177,19 @@ measure_bare() {
     "${BARE_BIN:-$bin/examples/bare-controller}" --namespaces="$bare_ns-converge,$bare_ns-storm"
 }
 for name in "${order[@]}"; do
+  measuring=$name
+  control_plane "$name"
   "measure_$name"
+  stop_cluster "$name" 0
 done
+measuring=""
 
 echo
 check=()
 [[ "${BENCH_CHECK:-}" == 1 ]] && check=(--check)
 "$bin/examples/bench-scale" table --operator "$out/operator.json" --bare "$out/bare.json" "${check[@]}"
 echo
-echo "Measured with: $command (kwok nodes: ${nodes:-of the given cluster}; $(nproc) cores)"
-# Each storm second by second (`bench-scale seconds`), while the audit log is still there.
-for name in operator bare; do
-  [[ $name == operator ]] && ns="$op_ns-storm" || ns="$bare_ns-storm"
-  "$bin/examples/bench-scale" seconds --audit-dir "$audit_dir" --namespace "$ns" \
-    >"$out/$name-storm-seconds.md"
-done
+planes="a control plane of its own each, $nodes kwok nodes"
+[[ -z "${BENCH_KUBECONFIG:-}" ]] || planes="both on the given cluster"
+echo "Measured with: $command ($planes; $(nproc) cores)"
 echo "Each storm second by second: $out/operator-storm-seconds.md and $out/bare-storm-seconds.md"
