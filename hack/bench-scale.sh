@@ -151,8 +151,14 @@ measure() {
     ((SECONDS < deadline)) || { tail -n 20 "$out/$name.log" >&2; die "$name was not ready within 300s"; }
     sleep 0.2
   done
+  # What the storm costs the control plane, when it is a local one (its pid files beside the
+  # kubeconfig, as hack/cluster.sh leaves them).
+  local plane=() dir
+  dir=$(dirname "$KUBECONFIG")
+  [[ ! -f "$dir/kube-apiserver.pid" ]] || plane+=(--apiserver-pid "$(cat "$dir/kube-apiserver.pid")")
+  [[ ! -f "$dir/etcd.pid" ]] || plane+=(--etcd-pid "$(cat "$dir/etcd.pid")")
   log "$name: converge ($N agents), quiet ${QUIET}s, storm ($M agents, ${STORM}s)"
-  "$bin/examples/bench-scale" run --controller "$name" --pid "$pid" --user-agent "$user_agent" \
+  "$bin/examples/bench-scale" run --controller "$name" --pid "$pid" --user-agent "$user_agent" "${plane[@]}" \
     --audit-dir "$audit_dir" --namespace-prefix "$prefix" --agents "$N" --storm-agents "$M" \
     --storm "$STORM" --quiet "$QUIET" ${STORM_BACKOFF:+--storm-backoff "$STORM_BACKOFF"} \
     --out "$out/$name.json"

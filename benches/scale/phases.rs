@@ -28,6 +28,12 @@ pub struct Options {
     /// The controller's process: its CPU time and memory are read from /proc.
     #[arg(long)]
     pid: u32,
+    /// The control plane's API server and etcd processes, when known (a local control plane):
+    /// their CPU time during the storm, what the controller's requests cost them.
+    #[arg(long)]
+    apiserver_pid: Option<u32>,
+    #[arg(long)]
+    etcd_pid: Option<u32>,
     /// The start of the controller's user agent, as the audit log records it.
     #[arg(long)]
     user_agent: String,
@@ -193,6 +199,8 @@ async fn storm(client: &Client, options: &Options, m: &mut Measured) -> anyhow::
     // The storm: from the moment every agent has its first pod.
     let storm = Duration::from_secs_f64(options.storm);
     let cpu0 = cpu_seconds(options.pid)?;
+    let apiserver0 = options.apiserver_pid.map(cpu_seconds).transpose()?;
+    let etcd0 = options.etcd_pid.map(cpu_seconds).transpose()?;
     let wall0 = Timestamp::now();
     let start = Instant::now();
     pods.state.lock().unwrap().window = Some((start, start + storm));
@@ -208,6 +216,14 @@ async fn storm(client: &Client, options: &Options, m: &mut Measured) -> anyhow::
     tokio::time::sleep_until((start + storm).into()).await;
     let wall1 = Timestamp::now();
     m.storm_cpu_s = cpu_seconds(options.pid)? - cpu0;
+    let since = |pid: Option<u32>, cpu0: Option<f64>| -> anyhow::Result<Option<f64>> {
+        match (pid, cpu0) {
+            (Some(pid), Some(cpu0)) => Ok(Some(cpu_seconds(pid)? - cpu0)),
+            _ => Ok(None),
+        }
+    };
+    m.storm_apiserver_cpu_s = since(options.apiserver_pid, apiserver0)?;
+    m.storm_etcd_cpu_s = since(options.etcd_pid, etcd0)?;
     // Failures of the window still waiting for their replacement get a little longer.
     let drain = storm.min(Duration::from_secs(10));
     pods.wait(drain, |s| s.pending.is_empty()).await;

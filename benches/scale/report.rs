@@ -50,6 +50,11 @@ pub struct Measured {
     pub storm_newcomer_max_ms: Option<f64>,
     pub storm_requests: Requests,
     pub storm_cpu_s: f64,
+    /// The API server's and etcd's CPU seconds during the storm (a local control plane).
+    #[serde(default)]
+    pub storm_apiserver_cpu_s: Option<f64>,
+    #[serde(default)]
+    pub storm_etcd_cpu_s: Option<f64>,
     pub cpu_total_s: f64,
     pub rss_peak_mib: f64,
 }
@@ -258,6 +263,21 @@ pub fn table(op: &Measured, bare: &Measured) -> String {
         format!("{:.2}", bare.storm_cpu_s),
         ratio(num(op.storm_cpu_s), num(bare.storm_cpu_s)),
     );
+    for (what, a, b) in [
+        (
+            "the API server's CPU seconds during the storm",
+            op.storm_apiserver_cpu_s,
+            bare.storm_apiserver_cpu_s,
+        ),
+        (
+            "etcd's CPU seconds during the storm",
+            op.storm_etcd_cpu_s,
+            bare.storm_etcd_cpu_s,
+        ),
+    ] {
+        let seconds = |s: Option<f64>| s.map_or("—".into(), |s| format!("{s:.2}"));
+        row(what, seconds(a), seconds(b), ratio(a, b));
+    }
     row(
         "**the whole run**",
         String::new(),
@@ -326,5 +346,11 @@ pub fn problems(m: &Measured) -> Vec<String> {
         "fewer writes in the audit log than restarts in the storm",
     );
     check(m.cpu_total_s >= m.converge_cpu_s, "CPU time went backwards");
+    check(
+        [m.storm_apiserver_cpu_s, m.storm_etcd_cpu_s]
+            .iter()
+            .all(|s| s.is_none_or(|s| s > 0.0)),
+        "no CPU time of the control plane during the storm",
+    );
     out
 }
