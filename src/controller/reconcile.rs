@@ -208,8 +208,7 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
                     events::warn_user(agent, &e, ctx);
                     return Err(e);
                 }
-                ctx.own_writes
-                    .created(&agent.namespace().unwrap_or_default(), &new.name);
+                ctx.own_writes.created(&namespace, &new.name);
                 ctx.creates.created();
                 // The pod of the attempt the server records stays: a successor rebuilds what is
                 // not recorded from it.
@@ -221,30 +220,10 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
             // Recording a first pod, pending or running, is no one's next step: it gives way to
             // the reconciles that create pods, while they do and while writes are queued up.
             let _turn = if catch_up::catching_up(before, &plan, held) {
-                let pod_age = first_pod_age(agent, &plan, ctx, now);
-                let busy = catch_up::busy(&ctx.creates, &ctx.storm, std::time::Instant::now());
-                let turn = if catch_up::gives_way(busy, pod_age) {
-                    None
-                } else {
-                    ctx.catch_up.try_acquire().ok()
-                };
-                let Some(turn) = turn else {
-                    // Woken at a pause in the creates with a turn free, or due by itself once
-                    // its pod is old (then it waits for a turn only).
-                    return Ok(Done::Then(
-                        match pod_age.filter(|a| *a < FIRST_RECORD_WAIT) {
-                            Some(age) => {
-                                ctx.paused.wait(
-                                    ObjectRef::new(&agent.name_any())
-                                        .within(&agent.namespace().unwrap_or_default()),
-                                );
-                                Action::requeue(catch_up::wait_left(age))
-                            }
-                            None => Action::requeue(catch_up::LATER),
-                        },
-                    ));
-                };
-                Some(turn)
+                match first_record_turn(agent, &plan, ctx, now) {
+                    Ok(turn) => Some(turn),
+                    Err(wait) => return Ok(Done::Then(wait)),
+                }
             } else {
                 None
             };
@@ -357,6 +336,33 @@ async fn refused(agent: &Agent, before: &AgentStatus, error: Error, ctx: &Contex
 }
 
 /// How long ago the pod `plan` records was created, as the cache has it.
+/// A turn to record a first pod while the operator is creating pods (`catch_up`), or how long
+/// to wait instead: until a pause in the creates with a turn free, or, once its pod is old
+/// (`FIRST_RECORD_WAIT`), until a turn is free.
+fn first_record_turn<'a>(
+    agent: &Agent,
+    plan: &Plan,
+    ctx: &'a Context,
+    now: jiff::Timestamp,
+) -> Result<tokio::sync::SemaphorePermit<'a>, Action> {
+    let pod_age = first_pod_age(agent, plan, ctx, now);
+    let busy = catch_up::busy(&ctx.creates, &ctx.storm, std::time::Instant::now());
+    if !catch_up::gives_way(busy, pod_age)
+        && let Ok(turn) = ctx.catch_up.try_acquire()
+    {
+        return Ok(turn);
+    }
+    Err(match pod_age.filter(|a| *a < FIRST_RECORD_WAIT) {
+        Some(age) => {
+            ctx.paused.wait(
+                ObjectRef::new(&agent.name_any()).within(&agent.namespace().unwrap_or_default()),
+            );
+            Action::requeue(catch_up::wait_left(age))
+        }
+        None => Action::requeue(catch_up::LATER),
+    })
+}
+
 fn first_pod_age(
     agent: &Agent,
     plan: &Plan,
