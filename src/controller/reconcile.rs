@@ -335,7 +335,6 @@ async fn refused(agent: &Agent, before: &AgentStatus, error: Error, ctx: &Contex
     error
 }
 
-/// How long ago the pod `plan` records was created, as the cache has it.
 /// A turn to record a first pod while the operator is creating pods (`catch_up`), or how long
 /// to wait instead: until a pause in the creates with a turn free, or, once its pod is old
 /// (`FIRST_RECORD_WAIT`), until a turn is free.
@@ -363,6 +362,7 @@ fn first_record_turn<'a>(
     })
 }
 
+/// How long ago the pod `plan` records was created, as the cache has it.
 fn first_pod_age(
     agent: &Agent,
     plan: &Plan,
