@@ -211,12 +211,14 @@ async fn exceeding_the_restart_limit_stops_the_agent_until_reset() {
     ns.wait_event("limited", "Reset").await;
     // Stopped means stopped until the reset, over the whole time: the first version of the
     // agent that went past attempt 3 is the one that handled the reset.
+    // (Waited for: the read above may run ahead of the recording's watch.)
     let fourth = versions
-        .versions()
-        .into_iter()
-        .filter_map(|a| a.status)
-        .find(|s| s.attempt > 3)
-        .expect("attempt 4 recorded");
+        .wait_for("attempt 4 recorded", |a| {
+            a.status.as_ref().is_some_and(|s| s.attempt > 3)
+        })
+        .await
+        .status
+        .expect("a status");
     assert_eq!(
         fourth.handled_reset_request.as_deref(),
         Some("first"),

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use agent_supervisor::api::{
-    AGENT_LABEL, AGENT_UID_LABEL, ATTEMPT_LABEL, Phase, TEMPLATE_HASH_ANNOTATION,
+    AGENT_LABEL, AGENT_UID_LABEL, ATTEMPT_LABEL, Agent, Phase, TEMPLATE_HASH_ANNOTATION,
     TRIGGER_ANNOTATION, Trigger,
 };
 use agent_supervisor::controller::storm::StormConfig;
@@ -12,7 +12,30 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 use serde_json::json;
 
-use crate::support::{self, Operator, TestNamespace};
+use crate::support::{self, Operator, Recorder, TestNamespace};
+
+/// Every status written, as `versions` recorded them, once it holds the one that recorded
+/// `restarts` restarts: the read that found that status may run ahead of the recording's watch.
+async fn written_statuses(
+    versions: &Recorder<Agent>,
+    restarts: u32,
+) -> Vec<agent_supervisor::api::AgentStatus> {
+    versions
+        .wait_for(
+            &format!("a status with {restarts} restarts recorded"),
+            |a| {
+                a.status
+                    .as_ref()
+                    .is_some_and(|s| s.restart_count == restarts)
+            },
+        )
+        .await;
+    versions
+        .versions()
+        .into_iter()
+        .filter_map(|a| a.status)
+        .collect()
+}
 
 /// An operator that takes any pod it created in the last hour for a storm: each failure's record
 /// waits `wait`, at most, for every agent alike.
@@ -103,10 +126,10 @@ async fn crashes_in_a_row_are_recorded_together_once_the_first_has_waited() {
     assert_eq!(last.message.as_deref(), Some("third"));
     assert_eq!(status.consecutive_failures, 3);
     // The records waited for each other: no status ever written said attempt 2 or 3.
-    let written: Vec<u32> = versions
-        .versions()
+    let written: Vec<u32> = written_statuses(&versions, 3)
+        .await
         .iter()
-        .filter_map(|a| a.status.as_ref().map(|s| s.attempt))
+        .map(|s| s.attempt)
         .collect();
     assert!(
         written.contains(&4) && !written.contains(&2) && !written.contains(&3),
@@ -162,10 +185,10 @@ async fn a_first_pods_crash_waits_too_when_nothing_was_written() {
         ]
     );
     // The first crash's record waited for the second: no status written said attempt 1 or 2.
-    let written: Vec<u32> = versions
-        .versions()
+    let written: Vec<u32> = written_statuses(&versions, 2)
+        .await
         .iter()
-        .filter_map(|a| a.status.as_ref().map(|s| s.attempt))
+        .map(|s| s.attempt)
         .collect();
     assert!(
         written.contains(&3) && !written.contains(&1) && !written.contains(&2),
@@ -295,10 +318,10 @@ async fn a_failures_record_waits_through_its_backoff_and_its_restart() {
         .collect();
     assert_eq!(history, [(2, Some(4), true), (1, Some(2), true)]);
     // Neither failure's backoff nor its restart was written on its own.
-    let written: Vec<(u32, Option<Phase>)> = versions
-        .versions()
+    let written: Vec<(u32, Option<Phase>)> = written_statuses(&versions, 2)
+        .await
         .iter()
-        .filter_map(|a| a.status.as_ref().map(|s| (s.attempt, s.phase)))
+        .map(|s| (s.attempt, s.phase))
         .collect();
     assert!(
         !written.contains(&(1, Some(Phase::BackingOff)))
