@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # make bench-scale: the operator against a bare baseline controller, one after the other, each on a
-# local control plane of its own started and warmed up the same way, and one table comparing them
-# (see the README's Performance section).
+# local control plane of its own started and warmed up the same way, in ROUNDS rounds, and one
+# table comparing them (see the README's Performance section).
 #
 #   N       Agents created at once in the converge phase (default 1000)
 #   M       crash-looping Agents in the storm (default 200)
 #   STORM   how long the storm lasts, in seconds (default 60)
 #   QUIET   the quiet stretch after converging, in seconds (default 60)
+#   ROUNDS  how many times each controller is measured (default 2): every round measures both,
+#           each round in the order opposite to the one before (operator, bare, bare, operator,
+#           ...), and the table pools the rounds' samples (each round's storm is also given apart)
 #   BENCH_PROFILE      cargo profile of the binaries measured (default release)
 #   BENCH_KUBECONFIG   run both on this cluster (a local control plane: its audit log is read
 #                      from logs/ next to the kubeconfig) instead of starting one for each
@@ -17,16 +20,16 @@
 #   OPERATOR_BIN       measure this build of the operator instead of this checkout's (a before
 #                      and after on one control plane)
 #   BARE_BIN           measure this build of the baseline instead of this checkout's
-#   BENCH_ORDER=bare-first  measure the baseline first, then the operator (by default the
+#   BENCH_ORDER=bare-first  measure the baseline first in the first round (by default the
 #                      operator goes first; on one BENCH_KUBECONFIG cluster the second begins
 #                      on what the first left in the API server, so the order is part of what
 #                      such a run measures)
 #   BENCH_KEEP_LOGS=1  keep each control plane's logs, the audit log included, in
-#                      target/bench-scale/logs/{operator,bare}/ when it stops (a BENCH_KUBECONFIG
-#                      cluster keeps its own)
+#                      target/bench-scale/logs/{operator,bare}-ROUND/ when it stops (a
+#                      BENCH_KUBECONFIG cluster keeps its own)
 #
 # Besides the table, each storm's restarts and requests second by second go to
-# target/bench-scale/{operator,bare}-storm-seconds.md (`bench-scale seconds`); with
+# target/bench-scale/{operator,bare}-ROUND-storm-seconds.md (`bench-scale seconds`); with
 # GODEBUG=gctrace=1 the control plane started here traces its garbage collection, and those
 # tables say how long the API server's collector was marking in each second.
 set -euo pipefail
@@ -38,6 +41,8 @@ N=${N:-1000}
 M=${M:-200}
 STORM=${STORM:-60}
 QUIET=${QUIET:-60}
+ROUNDS=${ROUNDS:-2}
+[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "ROUNDS is a whole number of rounds, at least 1, not '$ROUNDS'"
 STORM=${STORM%s}
 QUIET=${QUIET%s}
 PROFILE=${BENCH_PROFILE:-release}
@@ -45,7 +50,7 @@ PROFILE=${BENCH_PROFILE:-release}
 # asked for, it is set so high that it never binds, and the figures are the operator's own cost.
 RESTART_RATE=${RESTART_RATE:-100000}
 RESTART_BURST=${RESTART_BURST:-100000}
-command="N=$N M=$M STORM=$STORM QUIET=$QUIET RESTART_RATE=$RESTART_RATE RESTART_BURST=$RESTART_BURST make bench-scale"
+command="N=$N M=$M STORM=$STORM QUIET=$QUIET ROUNDS=$ROUNDS RESTART_RATE=$RESTART_RATE RESTART_BURST=$RESTART_BURST make bench-scale"
 # The operator reads CONCURRENCY (its --concurrency) from the environment as well.
 [[ -z "${CONCURRENCY:-}" ]] || command="CONCURRENCY=$CONCURRENCY $command"
 [[ -z "${OPERATOR_BIN:-}" ]] || command="OPERATOR_BIN=$OPERATOR_BIN $command"
@@ -80,12 +85,12 @@ cleanup() {
   for pid in "${started[@]}"; do kill "$pid" 2>/dev/null || true; done
   if [[ -n "${cluster:-}" ]]; then
     stop_cluster "${measuring:-run}" "$status"
-  elif [[ -n "${run_id:-}" && -n "${BENCH_KUBECONFIG:-}" ]]; then
-    # On a cluster of someone else's, whatever an interrupted run left goes.
-    kubectl delete namespace --ignore-not-found --wait=false "bench-warm-$run_id-operator" \
-      "bench-warm-$run_id-bare" \
-      "bench-op-$run_id-converge" "bench-op-$run_id-storm" \
-      "bench-bare-$run_id-converge" "bench-bare-$run_id-storm" >/dev/null 2>&1 || true
+  elif [[ -n "${round:-}" && -n "${BENCH_KUBECONFIG:-}" ]]; then
+    # On a cluster of someone else's, whatever an interrupted round left goes.
+    kubectl delete namespace --ignore-not-found --wait=false "bench-warm-$run_id-operator-$round" \
+      "bench-warm-$run_id-bare-$round" \
+      "$op_ns-converge" "$op_ns-storm" \
+      "$bare_ns-converge" "$bare_ns-storm" >/dev/null 2>&1 || true
   fi
   return 0
 }
@@ -133,22 +138,23 @@ control_plane() {
   # A fresh control plane's first burst of creates is slower than every later one: paid here, by
   # no one measured, rather than by the controller measured.
   log "$name: warm-up: $N Agents and their pods, made directly"
-  "$bin/examples/bench-scale" warm-up --namespace "bench-warm-$run_id-$name" --agents "$N"
+  "$bin/examples/bench-scale" warm-up --namespace "bench-warm-$run_id-$name-$round" --agents "$N"
 }
 
 # measure NAME USER_AGENT READY_CHECK NAMESPACE_PREFIX -- COMMAND...: starts the controller,
-# waits until READY_CHECK succeeds, runs the phases against it, stops it.
+# waits until READY_CHECK succeeds, runs the phases against it, stops it; what it measured goes
+# to $out/NAME-ROUND.json.
 measure() {
-  local name=$1 user_agent=$2 ready=$3 prefix=$4
+  local name=$1 user_agent=$2 ready=$3 prefix=$4 tag="$1-$round"
   shift 5
-  log "$name: starting"
-  "$@" >"$out/$name.log" 2>&1 &
+  log "$name: starting (round $round of $ROUNDS)"
+  "$@" >"$out/$tag.log" 2>&1 &
   local pid=$!
   started+=("$pid")
   local deadline=$((SECONDS + 300))
   until eval "$ready" >/dev/null 2>&1; do
-    kill -0 "$pid" 2>/dev/null || { tail -n 20 "$out/$name.log" >&2; die "$name exited"; }
-    ((SECONDS < deadline)) || { tail -n 20 "$out/$name.log" >&2; die "$name was not ready within 300s"; }
+    kill -0 "$pid" 2>/dev/null || { tail -n 20 "$out/$tag.log" >&2; die "$name exited"; }
+    ((SECONDS < deadline)) || { tail -n 20 "$out/$tag.log" >&2; die "$name was not ready within 300s"; }
     sleep 0.2
   done
   # What the storm costs the control plane, when it is a local one (its pid files beside the
@@ -161,17 +167,15 @@ measure() {
   "$bin/examples/bench-scale" run --controller "$name" --pid "$pid" --user-agent "$user_agent" "${plane[@]}" \
     --audit-dir "$audit_dir" --namespace-prefix "$prefix" --agents "$N" --storm-agents "$M" \
     --storm "$STORM" --quiet "$QUIET" ${STORM_BACKOFF:+--storm-backoff "$STORM_BACKOFF"} \
-    --out "$out/$name.json"
+    --out "$out/$tag.json"
   kill "$pid"
   wait "$pid" || true
   # The storm second by second (`bench-scale seconds`), while the audit log is still there.
   "$bin/examples/bench-scale" seconds --audit-dir "$audit_dir" --namespace "$prefix-storm" \
-    >"$out/$name-storm-seconds.md"
+    >"$out/$tag-storm-seconds.md"
 }
 
 run_id=$(printf '%04x' $((RANDOM % 65536)))
-op_ns="bench-op-$run_id"
-bare_ns="bench-bare-$run_id"
 port=$(free_port)
 measure_operator() {
   measure operator "agent-supervisor/" "curl -sf http://127.0.0.1:$port/readyz" "$op_ns" -- \
@@ -179,23 +183,34 @@ measure_operator() {
     --metrics-addr="127.0.0.1:$port" --restart-rate="$RESTART_RATE" --restart-burst="$RESTART_BURST"
 }
 measure_bare() {
-  measure bare "bare-controller/" "[[ \$(grep -c '^ready' '$out/bare.log') -ge 2 ]]" "$bare_ns" -- \
+  measure bare "bare-controller/" "[[ \$(grep -c '^ready' '$out/bare-$round.log') -ge 2 ]]" "$bare_ns" -- \
     "${BARE_BIN:-$bin/examples/bare-controller}" --namespaces="$bare_ns-converge,$bare_ns-storm"
 }
-for name in "${order[@]}"; do
-  measuring=$name
-  control_plane "$name"
-  "measure_$name"
-  stop_cluster "$name" 0
+rm -f "$out"/operator-*.json "$out"/bare-*.json "$out"/*-storm-seconds.md
+figures=()
+for ((round = 1; round <= ROUNDS; round++)); do
+  op_ns="bench-op-$run_id-$round"
+  bare_ns="bench-bare-$run_id-$round"
+  # Each round in the order opposite to the one before: what a position in the order does to a
+  # measurement falls on both controllers alike.
+  names=("${order[@]}")
+  ((round % 2 == 1)) || names=("${order[1]}" "${order[0]}")
+  for name in "${names[@]}"; do
+    measuring="$name-$round"
+    control_plane "$name"
+    "measure_$name"
+    stop_cluster "$name-$round" 0
+  done
+  figures+=(--operator "$out/operator-$round.json" --bare "$out/bare-$round.json")
 done
 measuring=""
 
 echo
 check=()
 [[ "${BENCH_CHECK:-}" == 1 ]] && check=(--check)
-"$bin/examples/bench-scale" table --operator "$out/operator.json" --bare "$out/bare.json" "${check[@]}"
+"$bin/examples/bench-scale" table "${figures[@]}" "${check[@]}"
 echo
-planes="a control plane of its own each, $nodes kwok nodes"
-[[ -z "${BENCH_KUBECONFIG:-}" ]] || planes="both on the given cluster"
+planes="a control plane of its own each time, $nodes kwok nodes"
+[[ -z "${BENCH_KUBECONFIG:-}" ]] || planes="all on the given cluster"
 echo "Measured with: $command ($planes; $(nproc) cores)"
-echo "Each storm second by second: $out/operator-storm-seconds.md and $out/bare-storm-seconds.md"
+echo "Each storm second by second: $out/{operator,bare}-ROUND-storm-seconds.md (rounds 1 to $ROUNDS)"

@@ -9,7 +9,9 @@
 //!         namespaces PREFIX-converge and PREFIX-storm) and writes what it measured as JSON;
 //!     bench-scale table --operator FILE --bare FILE [--check]
 //!         prints the comparison as one markdown table; --check fails unless every figure is
-//!         present and sane (the smoke run of `make test`), never on a speed;
+//!         present and sane (the smoke run of `make test`), never on a speed. Given several
+//!         rounds (--operator and --bare once each per round, in the same order), the table pools
+//!         them (`report::pool`) and a second one gives each round's storm apart;
 //!     bench-scale seconds --audit-dir DIR --namespace NS
 //!         prints NS's restarts and requests second by second, from the audit log (which seconds
 //!         made a storm's percentiles, and who sent what in them).
@@ -40,10 +42,12 @@ enum Command {
     WarmUp(phases::WarmUp),
     Run(phases::Options),
     Table {
-        #[arg(long)]
-        operator: PathBuf,
-        #[arg(long)]
-        bare: PathBuf,
+        /// One run's figures per round.
+        #[arg(long, required = true)]
+        operator: Vec<PathBuf>,
+        /// One run's figures per round, in the order of --operator's.
+        #[arg(long, required = true)]
+        bare: Vec<PathBuf>,
         /// Fail unless every figure is present and sane.
         #[arg(long)]
         check: bool,
@@ -70,14 +74,29 @@ async fn main() -> anyhow::Result<()> {
             bare,
             check,
         } => {
-            let read = |path: &PathBuf| -> anyhow::Result<report::Measured> {
-                Ok(serde_json::from_slice(&std::fs::read(path)?)?)
+            anyhow::ensure!(
+                operator.len() == bare.len(),
+                "as many --bare as --operator: one each per round"
+            );
+            let read = |paths: &[PathBuf]| -> anyhow::Result<Vec<report::Measured>> {
+                paths
+                    .iter()
+                    .map(|path| Ok(serde_json::from_slice(&std::fs::read(path)?)?))
+                    .collect()
             };
             let (operator, bare) = (read(&operator)?, read(&bare)?);
-            print!("{}", report::table(&operator, &bare));
+            print!(
+                "{}",
+                report::table(&report::pool(&operator), &report::pool(&bare))
+            );
+            let by_round = report::by_round(&operator, &bare);
+            if !by_round.is_empty() {
+                print!("\n{by_round}");
+            }
             if check {
-                let problems: Vec<String> = [&operator, &bare]
-                    .into_iter()
+                let problems: Vec<String> = operator
+                    .iter()
+                    .chain(&bare)
                     .flat_map(report::problems)
                     .collect();
                 if !problems.is_empty() {

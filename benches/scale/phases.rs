@@ -18,7 +18,7 @@ use serde_json::json;
 
 use crate::audit;
 use crate::pod_watch::PodWatch;
-use crate::report::{Measured, percentile_ms};
+use crate::report::{Measured, millis, percentile_ms};
 
 #[derive(Clone, clap::Args)]
 pub struct Options {
@@ -77,6 +77,7 @@ pub async fn run(options: Options) -> anyhow::Result<Measured> {
     let client = Client::try_default().await?;
     let mut measured = Measured {
         controller: options.controller.clone(),
+        rounds: 1,
         agents: options.agents,
         storm_agents: options.storm_agents,
         storm_s: options.storm,
@@ -123,6 +124,7 @@ async fn converge(client: &Client, options: &Options, m: &mut Measured) -> anyho
         .collect();
     m.seen_pod_p50_ms = percentile_ms(&seen_latencies, 0.50);
     m.seen_pod_p99_ms = percentile_ms(&seen_latencies, 0.99);
+    m.samples.seen_pod_ms = millis(&seen_latencies);
     m.converge_cpu_s = cpu_seconds(options.pid)? - cpu0;
     m.rss_converged_mib = memory_mib(options.pid, "VmRSS")?;
     let wall1 = Timestamp::now();
@@ -139,6 +141,7 @@ async fn converge(client: &Client, options: &Options, m: &mut Measured) -> anyho
     m.create_to_pod_timed = latencies.len();
     m.create_to_pod_p50_ms = percentile_ms(&latencies, 0.50);
     m.create_to_pod_p99_ms = percentile_ms(&latencies, 0.99);
+    m.samples.create_to_pod_ms = millis(&latencies);
 
     // Steady state: nothing changes, so a controller should write nothing.
     let quiet0 = Timestamp::now();
@@ -241,6 +244,7 @@ async fn storm(client: &Client, options: &Options, m: &mut Measured) -> anyhow::
     m.replace_p50_ms = percentile_ms(&latencies, 0.50);
     m.replace_p90_ms = percentile_ms(&latencies, 0.90);
     m.replace_p99_ms = percentile_ms(&latencies, 0.99);
+    m.samples.replace_ms = millis(&latencies);
     tokio::time::sleep(Duration::from_secs(1)).await;
     // The restarts' requests: the newcomers' own are left out.
     m.storm_requests = audit::count(
@@ -255,6 +259,7 @@ async fn storm(client: &Client, options: &Options, m: &mut Measured) -> anyhow::
     m.storm_newcomers_timed = latencies.len();
     m.storm_newcomer_p50_ms = percentile_ms(&latencies, 0.50);
     m.storm_newcomer_max_ms = percentile_ms(&latencies, 1.0);
+    m.samples.storm_newcomer_ms = millis(&latencies);
     drop(pods);
     say(options, &format!("deleting namespace {ns}"));
     delete_namespace(client, &ns).await

@@ -7,10 +7,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::audit::{self, Requests};
 
-/// The figures of one controller's run.
-#[derive(Debug, Default, Serialize, Deserialize)]
+/// The figures of one controller's run, or of its rounds pooled (`pool`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Measured {
     pub controller: String,
+    /// The rounds pooled into these figures: each a run on a control plane of its own.
+    #[serde(default = "one")]
+    pub rounds: usize,
     pub agents: usize,
     pub storm_agents: usize,
     pub storm_s: f64,
@@ -57,14 +60,114 @@ pub struct Measured {
     pub storm_etcd_cpu_s: Option<f64>,
     pub cpu_total_s: f64,
     pub rss_peak_mib: f64,
+    /// What the latency percentiles above were taken from, so that rounds can be pooled.
+    #[serde(default)]
+    pub samples: Samples,
+}
+
+/// The latencies a run timed, in milliseconds.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Samples {
+    pub create_to_pod_ms: Vec<f64>,
+    pub seen_pod_ms: Vec<f64>,
+    pub replace_ms: Vec<f64>,
+    pub storm_newcomer_ms: Vec<f64>,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// Durations in milliseconds, as `Samples` keeps them.
+pub fn millis(samples: &[Duration]) -> Vec<f64> {
+    samples.iter().map(|d| d.as_secs_f64() * 1000.0).collect()
 }
 
 /// The nearest-rank percentile `p` (0..1) of `samples`, in milliseconds.
 pub fn percentile_ms(samples: &[Duration], p: f64) -> Option<f64> {
+    percentile(&millis(samples), p)
+}
+
+/// The nearest-rank percentile `p` (0..1) of `samples`.
+fn percentile(samples: &[f64], p: f64) -> Option<f64> {
     let mut sorted = samples.to_vec();
-    sorted.sort();
+    sorted.sort_by(f64::total_cmp);
     let rank = ((p * sorted.len() as f64).ceil() as usize).max(1);
-    sorted.get(rank - 1).map(|d| d.as_secs_f64() * 1000.0)
+    sorted.get(rank - 1).copied()
+}
+
+/// One controller's rounds as one run: the latency percentiles of all their samples together,
+/// counts and requests summed (`rounds` says over how many), CPU seconds and times the mean of
+/// the rounds', memory the most any round used. One round is returned as it is.
+pub fn pool(runs: &[Measured]) -> Measured {
+    let [first, ..] = runs else {
+        return Measured::default();
+    };
+    if runs.len() == 1 {
+        return first.clone();
+    }
+    let n = runs.len() as f64;
+    let mean = |f: fn(&Measured) -> f64| runs.iter().map(f).sum::<f64>() / n;
+    let mean_of = |f: fn(&Measured) -> Option<f64>| -> Option<f64> {
+        let all: Option<Vec<f64>> = runs.iter().map(f).collect();
+        all.map(|all| all.iter().sum::<f64>() / n)
+    };
+    let sum = |f: fn(&Measured) -> u64| runs.iter().map(f).sum::<u64>();
+    let sum_usize = |f: fn(&Measured) -> usize| runs.iter().map(f).sum::<usize>();
+    let max = |f: fn(&Measured) -> f64| runs.iter().map(f).fold(0.0, f64::max);
+    let requests = |f: fn(&Measured) -> &Requests| {
+        let mut all = Requests::new();
+        for (what, count) in runs.iter().flat_map(f) {
+            *all.entry(what.clone()).or_default() += count;
+        }
+        all
+    };
+    let samples = |f: fn(&Samples) -> &Vec<f64>| -> Vec<f64> {
+        runs.iter().flat_map(|m| f(&m.samples)).copied().collect()
+    };
+    let all = Samples {
+        create_to_pod_ms: samples(|s| &s.create_to_pod_ms),
+        seen_pod_ms: samples(|s| &s.seen_pod_ms),
+        replace_ms: samples(|s| &s.replace_ms),
+        storm_newcomer_ms: samples(|s| &s.storm_newcomer_ms),
+    };
+    Measured {
+        controller: first.controller.clone(),
+        rounds: runs.iter().map(|m| m.rounds.max(1)).sum(),
+        agents: sum_usize(|m| m.agents),
+        storm_agents: first.storm_agents,
+        storm_s: first.storm_s,
+        storm_backoff: first.storm_backoff.clone(),
+        quiet_s: first.quiet_s,
+        pods_running: sum_usize(|m| m.pods_running),
+        converge_s: mean_of(|m| m.converge_s),
+        create_to_pod_timed: sum_usize(|m| m.create_to_pod_timed),
+        create_to_pod_p50_ms: percentile(&all.create_to_pod_ms, 0.50),
+        create_to_pod_p99_ms: percentile(&all.create_to_pod_ms, 0.99),
+        seen_pod_p50_ms: percentile(&all.seen_pod_ms, 0.50),
+        seen_pod_p99_ms: percentile(&all.seen_pod_ms, 0.99),
+        converge_cpu_s: mean(|m| m.converge_cpu_s),
+        rss_converged_mib: max(|m| m.rss_converged_mib),
+        converge_requests: requests(|m| &m.converge_requests),
+        quiet_writes: sum(|m| m.quiet_writes),
+        restarts: sum(|m| m.restarts),
+        failures: sum(|m| m.failures),
+        unreplaced: sum(|m| m.unreplaced),
+        replace_p50_ms: percentile(&all.replace_ms, 0.50),
+        replace_p90_ms: percentile(&all.replace_ms, 0.90),
+        replace_p99_ms: percentile(&all.replace_ms, 0.99),
+        storm_newcomers: sum_usize(|m| m.storm_newcomers),
+        storm_newcomers_timed: sum_usize(|m| m.storm_newcomers_timed),
+        storm_newcomer_p50_ms: percentile(&all.storm_newcomer_ms, 0.50),
+        storm_newcomer_max_ms: percentile(&all.storm_newcomer_ms, 1.0),
+        storm_requests: requests(|m| &m.storm_requests),
+        storm_cpu_s: mean(|m| m.storm_cpu_s),
+        storm_apiserver_cpu_s: mean_of(|m| m.storm_apiserver_cpu_s),
+        storm_etcd_cpu_s: mean_of(|m| m.storm_etcd_cpu_s),
+        cpu_total_s: mean(|m| m.cpu_total_s),
+        rss_peak_mib: max(|m| m.rss_peak_mib),
+        samples: all,
+    }
 }
 
 fn total(requests: &Requests) -> u64 {
@@ -121,8 +224,16 @@ pub fn table(op: &Measured, bare: &Measured) -> String {
         let _ = writeln!(out, "| {what} | {a} | {b} | {r} |");
     };
     let num = |x: f64| Some(x);
+    let rounds = op.rounds.max(1);
+    let heading = match rounds {
+        1 => format!("**{} agents**", op.agents),
+        _ => format!(
+            "**{} agents**, {rounds} rounds pooled (latencies from all their samples, counts summed, CPU seconds and times a round's mean)",
+            op.agents / rounds
+        ),
+    };
     row(
-        &format!("**{} agents**", op.agents),
+        &heading,
         "agent-supervisor".into(),
         "bare controller".into(),
         "ratio".into(),
@@ -185,7 +296,8 @@ pub fn table(op: &Measured, bare: &Measured) -> String {
             num(total(&bare.converge_requests) as f64),
         ),
     );
-    let per_minute = |m: &Measured| m.quiet_writes as f64 * 60.0 / m.quiet_s;
+    let per_minute =
+        |m: &Measured| m.quiet_writes as f64 * 60.0 / (m.quiet_s * m.rounds.max(1) as f64);
     row(
         &format!(
             "writes per minute in steady state ({:.0} s after converging)",
@@ -209,11 +321,15 @@ pub fn table(op: &Measured, bare: &Measured) -> String {
         String::new(),
         String::new(),
     );
+    let restarts = |m: &Measured| m.restarts as f64 / m.rounds.max(1) as f64;
     row(
-        "restarts done",
-        op.restarts.to_string(),
-        bare.restarts.to_string(),
-        ratio(num(op.restarts as f64), num(bare.restarts as f64)),
+        match rounds {
+            1 => "restarts done",
+            _ => "restarts done in a storm (the rounds' mean)",
+        },
+        format!("{:.0}", restarts(op)),
+        format!("{:.0}", restarts(bare)),
+        ratio(num(restarts(op)), num(restarts(bare))),
     );
     for (what, a, b) in [
         (
@@ -299,6 +415,31 @@ pub fn table(op: &Measured, bare: &Measured) -> String {
     out
 }
 
+/// Each round's storm apart, when there are several: Failed → next pod p50 and p99 of the
+/// operator and the baseline in the same round, and their ratios.
+pub fn by_round(ops: &[Measured], bares: &[Measured]) -> String {
+    let mut out = String::new();
+    if ops.len() < 2 {
+        return out;
+    }
+    out.push_str("| storm of round | p50 agent-supervisor / bare | ratio | p99 agent-supervisor / bare | ratio |\n");
+    out.push_str("|---|---|---|---|---|\n");
+    for (i, (op, bare)) in ops.iter().zip(bares).enumerate() {
+        let _ = writeln!(
+            out,
+            "| {} | {} / {} | {} | {} / {} | {} |",
+            i + 1,
+            ms(op.replace_p50_ms),
+            ms(bare.replace_p50_ms),
+            ratio(op.replace_p50_ms, bare.replace_p50_ms),
+            ms(op.replace_p99_ms),
+            ms(bare.replace_p99_ms),
+            ratio(op.replace_p99_ms, bare.replace_p99_ms),
+        );
+    }
+    out
+}
+
 /// What is missing or absurd in one run's figures (a harness fault, never a speed).
 pub fn problems(m: &Measured) -> Vec<String> {
     let who = &m.controller;
@@ -353,4 +494,74 @@ pub fn problems(m: &Measured) -> Vec<String> {
         "no CPU time of the control plane during the storm",
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round(replace_ms: &[f64], restarts: u64, storm_cpu_s: f64) -> Measured {
+        Measured {
+            controller: "operator".into(),
+            rounds: 1,
+            agents: 10,
+            pods_running: 10,
+            restarts,
+            storm_cpu_s,
+            storm_requests: Requests::from([("create pods".into(), restarts)]),
+            replace_p99_ms: percentile(replace_ms, 0.99),
+            samples: Samples {
+                replace_ms: replace_ms.to_vec(),
+                ..Samples::default()
+            },
+            ..Measured::default()
+        }
+    }
+
+    #[test]
+    fn pooled_rounds_take_percentiles_over_every_sample() {
+        // The three slowest samples are all the first round's (its p99 the second slowest of
+        // its 100); pooled, the p99 of 200 is the third slowest of all.
+        let mut first: Vec<f64> = (1..=97).map(f64::from).collect();
+        first.extend([500.0, 400.0, 300.0]);
+        let second: Vec<f64> = (1..=100).map(f64::from).collect();
+        let pooled = pool(&[round(&first, 30, 2.0), round(&second, 50, 4.0)]);
+        assert_eq!(pooled.rounds, 2);
+        assert_eq!(round(&first, 0, 0.0).replace_p99_ms, Some(400.0));
+        assert_eq!(pooled.replace_p99_ms, Some(300.0));
+        assert_eq!(pooled.replace_p50_ms, Some(50.0));
+        assert_eq!(pooled.samples.replace_ms.len(), 200);
+        // Counts summed, CPU a round's mean.
+        assert_eq!(
+            (pooled.restarts, pooled.agents, pooled.pods_running),
+            (80, 20, 20)
+        );
+        assert_eq!(pooled.storm_requests["create pods"], 80);
+        assert_eq!(pooled.storm_cpu_s, 3.0);
+    }
+
+    #[test]
+    fn one_round_is_its_own_pool() {
+        let only = round(&[3.0, 1.0, 2.0], 3, 1.0);
+        let pooled = pool(std::slice::from_ref(&only));
+        assert_eq!(pooled.replace_p99_ms, only.replace_p99_ms);
+        assert_eq!(pooled.restarts, 3);
+        let only = std::slice::from_ref(&only);
+        assert!(by_round(only, only).is_empty());
+    }
+
+    #[test]
+    fn the_table_gives_a_storm_s_restarts_as_the_rounds_mean() {
+        let op = pool(&[round(&[5.0], 30, 1.0), round(&[5.0], 50, 1.0)]);
+        let bare = pool(&[round(&[4.0], 40, 1.0), round(&[4.0], 40, 1.0)]);
+        let table = table(&op, &bare);
+        assert!(
+            table.contains("| **10 agents**, 2 rounds pooled"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| restarts done in a storm (the rounds' mean) | 40 | 40 | 1.00× |"),
+            "{table}"
+        );
+    }
 }
