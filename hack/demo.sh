@@ -42,9 +42,12 @@ log "starting the operator (watching namespace $ns; log: $dir/logs/operator.log)
 target/debug/agent-supervisor --namespaces="$ns" --leader-elect=false --metrics-addr="127.0.0.1:$port" \
   --status-addr="127.0.0.1:$status_port" \
   >"$dir/logs/operator.log" 2>&1 &
-echo $! >"$dir/operator.pid"
+operator=$!
+echo "$operator" >"$dir/operator.pid"
 until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do
-  is_ours "$(cat "$dir/operator.pid")" agent-supervisor || { tail -20 "$dir/logs/operator.log"; die "the operator exited"; }
+  # (Our own child, so its pid is still its own; not `is_ours`, which is false until the child
+  # has exec'd the operator and so failed a demo whose first check came before that.)
+  kill -0 "$operator" 2>/dev/null || { tail -20 "$dir/logs/operator.log"; die "the operator exited"; }
   sleep 0.5
 done
 
