@@ -47,12 +47,19 @@ all_running() {
   [[ -f "$KUBECONFIG_FILE" ]]
 }
 
-# start NAME COMMAND...: run in the background with its own log and pid file.
+# start NAME COMMAND...: run in the background with its own log and pid file; returns once the
+# child runs the program (right after the fork it still runs bash, which `running` would take
+# for an exit), once it has exited, or after a second.
 start() {
-  local name=$1
+  local name=$1 pid
   shift
   "$@" >"$DIR/logs/$name.log" 2>&1 &
-  echo $! >"$DIR/$name.pid"
+  pid=$!
+  echo "$pid" >"$DIR/$name.pid"
+  for _ in $(seq 100); do
+    kill -0 "$pid" 2>/dev/null && ! is_ours "$pid" "$(program "$name")" || break
+    sleep 0.01
+  done
 }
 
 fail_with_log() {
