@@ -18,7 +18,7 @@ use serde_json::json;
 
 use crate::audit;
 use crate::pod_watch::PodWatch;
-use crate::report::{Measured, millis, percentile_ms};
+use crate::report::{Measured, millis};
 
 #[derive(Clone, clap::Args)]
 pub struct Options {
@@ -92,6 +92,7 @@ pub async fn run(options: Options) -> anyhow::Result<Measured> {
     say(&options, "storm done");
     measured.cpu_total_s = cpu_seconds(options.pid)? - cpu_start;
     measured.rss_peak_mib = memory_mib(options.pid, "VmHWM")?;
+    measured.set_percentiles();
     Ok(measured)
 }
 
@@ -122,8 +123,6 @@ async fn converge(client: &Client, options: &Options, m: &mut Measured) -> anyho
                 .map(|pod| pod.saturating_duration_since(*at))
         })
         .collect();
-    m.seen_pod_p50_ms = percentile_ms(&seen_latencies, 0.50);
-    m.seen_pod_p99_ms = percentile_ms(&seen_latencies, 0.99);
     m.samples.seen_pod_ms = millis(&seen_latencies);
     m.converge_cpu_s = cpu_seconds(options.pid)? - cpu0;
     m.rss_converged_mib = memory_mib(options.pid, "VmRSS")?;
@@ -139,8 +138,6 @@ async fn converge(client: &Client, options: &Options, m: &mut Measured) -> anyho
     // The same latency by the API server's clock.
     let latencies = first_pod_latencies(&options.audit_dir, &ns, created.keys())?;
     m.create_to_pod_timed = latencies.len();
-    m.create_to_pod_p50_ms = percentile_ms(&latencies, 0.50);
-    m.create_to_pod_p99_ms = percentile_ms(&latencies, 0.99);
     m.samples.create_to_pod_ms = millis(&latencies);
 
     // Steady state: nothing changes, so a controller should write nothing.
@@ -241,9 +238,6 @@ async fn storm(client: &Client, options: &Options, m: &mut Measured) -> anyhow::
     );
     m.restarts = seen.restarts;
     m.failures = latencies.len() as u64;
-    m.replace_p50_ms = percentile_ms(&latencies, 0.50);
-    m.replace_p90_ms = percentile_ms(&latencies, 0.90);
-    m.replace_p99_ms = percentile_ms(&latencies, 0.99);
     m.samples.replace_ms = millis(&latencies);
     tokio::time::sleep(Duration::from_secs(1)).await;
     // The restarts' requests: the newcomers' own are left out.
@@ -257,8 +251,6 @@ async fn storm(client: &Client, options: &Options, m: &mut Measured) -> anyhow::
     let latencies = first_pod_latencies(&options.audit_dir, &ns, newcomers.iter())?;
     m.storm_newcomers = newcomers.len();
     m.storm_newcomers_timed = latencies.len();
-    m.storm_newcomer_p50_ms = percentile_ms(&latencies, 0.50);
-    m.storm_newcomer_max_ms = percentile_ms(&latencies, 1.0);
     m.samples.storm_newcomer_ms = millis(&latencies);
     drop(pods);
     say(options, &format!("deleting namespace {ns}"));

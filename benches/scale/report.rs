@@ -65,6 +65,22 @@ pub struct Measured {
     pub samples: Samples,
 }
 
+impl Measured {
+    /// Sets every latency percentile from the samples it is taken from.
+    pub fn set_percentiles(&mut self) {
+        let s = &self.samples;
+        self.create_to_pod_p50_ms = percentile(&s.create_to_pod_ms, 0.50);
+        self.create_to_pod_p99_ms = percentile(&s.create_to_pod_ms, 0.99);
+        self.seen_pod_p50_ms = percentile(&s.seen_pod_ms, 0.50);
+        self.seen_pod_p99_ms = percentile(&s.seen_pod_ms, 0.99);
+        self.replace_p50_ms = percentile(&s.replace_ms, 0.50);
+        self.replace_p90_ms = percentile(&s.replace_ms, 0.90);
+        self.replace_p99_ms = percentile(&s.replace_ms, 0.99);
+        self.storm_newcomer_p50_ms = percentile(&s.storm_newcomer_ms, 0.50);
+        self.storm_newcomer_max_ms = percentile(&s.storm_newcomer_ms, 1.0);
+    }
+}
+
 /// The latencies a run timed, in milliseconds.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Samples {
@@ -131,7 +147,7 @@ pub fn pool(runs: &[Measured]) -> Measured {
         replace_ms: samples(|s| &s.replace_ms),
         storm_newcomer_ms: samples(|s| &s.storm_newcomer_ms),
     };
-    Measured {
+    let mut pooled = Measured {
         controller: first.controller.clone(),
         rounds: runs.iter().map(|m| m.rounds.max(1)).sum(),
         agents: sum_usize(|m| m.agents),
@@ -142,10 +158,6 @@ pub fn pool(runs: &[Measured]) -> Measured {
         pods_running: sum_usize(|m| m.pods_running),
         converge_s: mean_of(|m| m.converge_s),
         create_to_pod_timed: sum_usize(|m| m.create_to_pod_timed),
-        create_to_pod_p50_ms: percentile(&all.create_to_pod_ms, 0.50),
-        create_to_pod_p99_ms: percentile(&all.create_to_pod_ms, 0.99),
-        seen_pod_p50_ms: percentile(&all.seen_pod_ms, 0.50),
-        seen_pod_p99_ms: percentile(&all.seen_pod_ms, 0.99),
         converge_cpu_s: mean(|m| m.converge_cpu_s),
         rss_converged_mib: max(|m| m.rss_converged_mib),
         converge_requests: requests(|m| &m.converge_requests),
@@ -153,13 +165,8 @@ pub fn pool(runs: &[Measured]) -> Measured {
         restarts: sum(|m| m.restarts),
         failures: sum(|m| m.failures),
         unreplaced: sum(|m| m.unreplaced),
-        replace_p50_ms: percentile(&all.replace_ms, 0.50),
-        replace_p90_ms: percentile(&all.replace_ms, 0.90),
-        replace_p99_ms: percentile(&all.replace_ms, 0.99),
         storm_newcomers: sum_usize(|m| m.storm_newcomers),
         storm_newcomers_timed: sum_usize(|m| m.storm_newcomers_timed),
-        storm_newcomer_p50_ms: percentile(&all.storm_newcomer_ms, 0.50),
-        storm_newcomer_max_ms: percentile(&all.storm_newcomer_ms, 1.0),
         storm_requests: requests(|m| &m.storm_requests),
         storm_cpu_s: mean(|m| m.storm_cpu_s),
         storm_apiserver_cpu_s: mean_of(|m| m.storm_apiserver_cpu_s),
@@ -167,7 +174,10 @@ pub fn pool(runs: &[Measured]) -> Measured {
         cpu_total_s: mean(|m| m.cpu_total_s),
         rss_peak_mib: max(|m| m.rss_peak_mib),
         samples: all,
-    }
+        ..Measured::default()
+    };
+    pooled.set_percentiles();
+    pooled
 }
 
 fn total(requests: &Requests) -> u64 {
@@ -509,12 +519,19 @@ mod tests {
             restarts,
             storm_cpu_s,
             storm_requests: Requests::from([("create pods".into(), restarts)]),
-            replace_p99_ms: percentile(replace_ms, 0.99),
             samples: Samples {
                 replace_ms: replace_ms.to_vec(),
                 ..Samples::default()
             },
             ..Measured::default()
+        }
+        .with_percentiles()
+    }
+
+    impl Measured {
+        fn with_percentiles(mut self) -> Self {
+            self.set_percentiles();
+            self
         }
     }
 
