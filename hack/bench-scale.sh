@@ -20,6 +20,9 @@
 #   OPERATOR_BIN       measure this build of the operator instead of this checkout's (a before
 #                      and after on one control plane)
 #   BARE_BIN           measure this build of the baseline instead of this checkout's
+#   BARE_PODS=operator the baseline makes the operator's pods (its labels, annotations and
+#                      AGENT_* environment) instead of the least pod: a diagnosis of what those
+#                      pods alone cost, not the baseline the targets are measured against
 #   BENCH_ORDER=bare-first  measure the baseline first in the first round (by default the
 #                      operator goes first; on one BENCH_KUBECONFIG cluster the second begins
 #                      on what the first left in the API server, so the order is part of what
@@ -56,6 +59,8 @@ command="N=$N M=$M STORM=$STORM QUIET=$QUIET ROUNDS=$ROUNDS RESTART_RATE=$RESTAR
 [[ -z "${OPERATOR_BIN:-}" ]] || command="OPERATOR_BIN=$OPERATOR_BIN $command"
 [[ -z "${BARE_BIN:-}" ]] || command="BARE_BIN=$BARE_BIN $command"
 [[ -z "${STORM_BACKOFF:-}" ]] || command="STORM_BACKOFF=$STORM_BACKOFF $command"
+BARE_PODS=${BARE_PODS:-least}
+[[ "$BARE_PODS" == least ]] || command="BARE_PODS=$BARE_PODS $command"
 case "${BENCH_ORDER:-operator-first}" in
   operator-first) order=(operator bare) ;;
   bare-first) order=(bare operator); command="BENCH_ORDER=bare-first $command" ;;
@@ -184,7 +189,8 @@ measure_operator() {
 }
 measure_bare() {
   measure bare "bare-controller/" "[[ \$(grep -c '^ready' '$out/bare-$round.log') -ge 2 ]]" "$bare_ns" -- \
-    "${BARE_BIN:-$bin/examples/bare-controller}" --namespaces="$bare_ns-converge,$bare_ns-storm"
+    "${BARE_BIN:-$bin/examples/bare-controller}" --namespaces="$bare_ns-converge,$bare_ns-storm" \
+    --pods="$BARE_PODS"
 }
 rm -f "$out"/operator-*.json "$out"/bare-*.json "$out"/*-storm-seconds.md
 figures=()

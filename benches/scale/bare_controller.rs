@@ -5,6 +5,11 @@
 //!
 //!     bare-controller --namespaces a,b
 //!
+//! With `--pods operator` it makes, instead of the least pod, the pod the operator would make
+//! for the same attempt (`manifests::pod`: its labels, annotations and `AGENT_*` environment),
+//! and nothing else more: what those pods alone cost the API server shows apart from what the
+//! operator does (`BARE_PODS=operator make bench-scale`, a diagnosis, not the baseline).
+//!
 //! It sends the user agent `bare-controller/<version>`, so the API server's audit log tells its
 //! requests apart, and prints `ready` once its caches have listed everything.
 
@@ -13,7 +18,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_supervisor::api::{AGENT_LABEL, ATTEMPT_LABEL, Agent};
+use agent_supervisor::api::{AGENT_LABEL, ATTEMPT_LABEL, Agent, FailureReason, Trigger};
+use agent_supervisor::controller::manifests;
+use agent_supervisor::supervise::{NewPod, PodOrigin};
 use anyhow::Context as _;
 use clap::Parser;
 use futures::{StreamExt, TryStreamExt};
@@ -29,11 +36,22 @@ struct Args {
     /// The namespaces to watch, comma-separated.
     #[arg(long, value_delimiter = ',', required = true)]
     namespaces: Vec<String>,
+    /// Which pods it makes: `least` (the template, the agent and attempt labels, the owner) or
+    /// `operator` (the operator's pod for the same attempt).
+    #[arg(long, value_enum, default_value_t = Pods::Least)]
+    pods: Pods,
+}
+
+#[derive(Clone, Copy, PartialEq, clap::ValueEnum)]
+enum Pods {
+    Least,
+    Operator,
 }
 
 struct Context {
     client: Client,
     pods: Store<Pod>,
+    shape: Pods,
     /// The highest attempt created or seen per Agent: where the walk over its pods starts.
     latest: Mutex<HashMap<ObjectRef<Agent>, u32>>,
 }
@@ -53,13 +71,16 @@ async fn main() -> anyhow::Result<()> {
         http::HeaderValue::from_static(concat!("bare-controller/", env!("CARGO_PKG_VERSION"))),
     ));
     let client = Client::try_from(config)?;
-    let controllers = args.namespaces.iter().map(|ns| run(client.clone(), ns));
+    let controllers = args
+        .namespaces
+        .iter()
+        .map(|ns| run(client.clone(), ns, args.pods));
     futures::future::join_all(controllers).await;
     Ok(())
 }
 
 /// One controller for one namespace, until the process is stopped.
-async fn run(client: Client, namespace: &str) {
+async fn run(client: Client, namespace: &str, shape: Pods) {
     // `ready` once both watches have listed everything.
     let synced = Arc::new(AtomicUsize::new(0));
     let (pods, writer) = reflector::store();
@@ -86,6 +107,7 @@ async fn run(client: Client, namespace: &str) {
     let context = Arc::new(Context {
         client,
         pods,
+        shape,
         latest: Mutex::default(),
     });
     controller
@@ -138,7 +160,11 @@ async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Error
         Some(_) => return Ok(Action::await_change()),
     };
     let pods = Api::<Pod>::namespaced(ctx.client.clone(), &namespace);
-    match pods.create(&Default::default(), &pod(&agent, next)).await {
+    let pod = match ctx.shape {
+        Pods::Least => pod(&agent, next),
+        Pods::Operator => operator_pod(&agent, next),
+    };
+    match pods.create(&Default::default(), &pod).await {
         Ok(_) => {}
         Err(kube::Error::Api(e)) if e.code == 409 => {}
         // Its namespace is being deleted: the Agent goes too, and no pod can be made for it.
@@ -172,4 +198,22 @@ fn pod(agent: &Agent, attempt: u32) -> Pod {
         spec: Some(spec),
         status: None,
     }
+}
+
+/// The pod the operator makes for attempt `attempt` of an Agent whose pods fail with exit code 1
+/// (the benchmark's storm) and restart at once.
+fn operator_pod(agent: &Agent, attempt: u32) -> Pod {
+    let restart = attempt > 1;
+    let new = NewPod {
+        name: format!("{}-{attempt}", agent.name_any()),
+        attempt,
+        restart_count: attempt - 1,
+        last_failure_reason: restart.then_some(FailureReason::Error),
+        progress: None,
+        origin: PodOrigin {
+            trigger: restart.then_some(Trigger::Failure),
+            ..PodOrigin::default()
+        },
+    };
+    manifests::pod(agent, &new, &manifests::template_hash(agent))
 }
