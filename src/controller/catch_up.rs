@@ -45,30 +45,41 @@ pub(super) fn catching_up(before: &AgentStatus, plan: &Plan, held: bool) -> bool
 
 /// When the operator last created pods, in any scope: they share one API server.
 #[derive(Debug, Default)]
-pub struct Creates(Mutex<VecDeque<Instant>>);
+pub struct Creates(Mutex<Recent>);
+
+/// The last creates remembered, in order: every pod's, and apart those of the pods made to
+/// replace another (restarts).
+#[derive(Debug, Default)]
+struct Recent {
+    all: VecDeque<Instant>,
+    restarts: VecDeque<Instant>,
+}
 
 impl Creates {
     /// How many of the last creates are remembered: a storm is told by at most this many.
     const KEPT: usize = 64;
 
-    /// A pod was just created.
-    pub(super) fn created(&self) {
-        self.created_at(Instant::now());
+    /// A pod was just created; `restart`: to replace another.
+    pub(super) fn created(&self, restart: bool) {
+        self.created_at(Instant::now(), restart);
     }
 
-    fn created_at(&self, at: Instant) {
-        let mut recent = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if recent.len() == Self::KEPT {
-            recent.pop_front();
+    fn created_at(&self, at: Instant, restart: bool) {
+        let mut recent = self.lock();
+        remember(&mut recent.all, at);
+        if restart {
+            remember(&mut recent.restarts, at);
         }
-        recent.push_back(at);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Recent> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether a pod was created less than `BUSY` before `now`.
     pub(super) fn busy(&self, now: Instant) -> bool {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        self.lock()
+            .all
             .back()
             .is_some_and(|at| now.saturating_duration_since(*at) < BUSY)
     }
@@ -76,7 +87,7 @@ impl Creates {
     /// Whether at least `creates` pods were created within `within` before `now` (a crash
     /// storm, see `storm`); never when `creates` is 0.
     pub(super) fn storm(&self, now: Instant, creates: usize, within: Duration) -> bool {
-        let recent = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let recent = &self.lock().all;
         let creates = creates.min(Self::KEPT);
         creates > 0
             && recent.len() >= creates
@@ -84,6 +95,32 @@ impl Creates {
                 .get(recent.len() - creates)
                 .is_some_and(|at| now.saturating_duration_since(*at) < within)
     }
+
+    /// Until when, at the latest, at least `creates` of the restarts remembered were made
+    /// within `within` before it: the end of the last moment a crash storm raged; `None` when
+    /// it never did, or `creates` is 0.
+    pub(super) fn restarts_raged_until(&self, creates: usize, within: Duration) -> Option<Instant> {
+        let recent = &self.lock().restarts;
+        let creates = creates.min(Self::KEPT);
+        if creates == 0 {
+            return None;
+        }
+        // In order: the latest window of `creates` restarts that fits in `within` ends latest.
+        (creates - 1..recent.len())
+            .rev()
+            .find(|&last| {
+                recent[last].saturating_duration_since(recent[last + 1 - creates]) < within
+            })
+            .map(|last| recent[last + 1 - creates] + within)
+    }
+}
+
+/// Adds `at` to `recent`, forgetting the oldest beyond `Creates::KEPT`.
+fn remember(recent: &mut VecDeque<Instant>, at: Instant) {
+    if recent.len() == Creates::KEPT {
+        recent.pop_front();
+    }
+    recent.push_back(at);
 }
 
 /// Whether the operator is creating pods: it created one less than `BUSY` before `now`, or a
@@ -219,7 +256,7 @@ mod tests {
         let creates = Creates::default();
         let now = Instant::now();
         assert!(!creates.busy(now), "nothing created yet");
-        creates.created();
+        creates.created(false);
         let later = Instant::now();
         assert!(creates.busy(later));
         assert!(!creates.busy(later + BUSY));
@@ -232,7 +269,7 @@ mod tests {
         let start = Instant::now();
         // A burst of a storm's creates, then a pause longer than `BUSY`.
         for i in 0..20 {
-            creates.created_at(start + Duration::from_millis(10 * i));
+            creates.created_at(start + Duration::from_millis(10 * i), false);
         }
         let paused = start + Duration::from_millis(190) + BUSY * 2;
         assert!(!creates.busy(paused), "no pod created for a while");
@@ -242,7 +279,7 @@ mod tests {
         // A few creates are no storm: only the last of them makes the operator busy.
         let few = Creates::default();
         for i in 0..3 {
-            few.created_at(start + Duration::from_millis(10 * i));
+            few.created_at(start + Duration::from_millis(10 * i), false);
         }
         assert!(busy(&few, &storm, start + Duration::from_millis(20)));
         assert!(!busy(
@@ -265,7 +302,7 @@ mod tests {
         let start = Instant::now();
         assert!(!creates.storm(start, 3, SECOND), "nothing created yet");
         for i in 0..3 {
-            creates.created_at(start + Duration::from_millis(100 * i));
+            creates.created_at(start + Duration::from_millis(100 * i), false);
         }
         let now = start + Duration::from_millis(300);
         assert!(creates.storm(now, 3, SECOND));
@@ -276,7 +313,7 @@ mod tests {
         assert!(creates.storm(start + Duration::from_secs(1), 2, SECOND));
         // Only the last KEPT are remembered: a threshold above it means KEPT.
         for _ in 0..Creates::KEPT {
-            creates.created_at(now);
+            creates.created_at(now, false);
         }
         assert!(creates.storm(now, Creates::KEPT + 10, SECOND));
     }
@@ -289,7 +326,7 @@ mod tests {
         assert!(!storm.lasting(&creates, start), "nothing created yet");
         // Fifty creates a second for two seconds, then none.
         for i in 0..100 {
-            creates.created_at(start + Duration::from_millis(20 * i));
+            creates.created_at(start + Duration::from_millis(20 * i), false);
         }
         let last = start + Duration::from_millis(20 * 99);
         assert!(storm.lasting(&creates, last));
@@ -297,6 +334,61 @@ mod tests {
         assert!(!creates.storm(stalled, storm.creates, storm.within));
         assert!(storm.lasting(&creates, stalled), "a stall of a window");
         assert!(!storm.lasting(&creates, last + storm.within * 2));
+        let off = crate::controller::storm::StormConfig {
+            creates: 0,
+            ..storm
+        };
+        assert!(!off.lasting(&creates, last), "0 means never");
+    }
+
+    #[test]
+    fn a_storm_of_restarts_lasts_through_a_dip_and_ends_when_calm() {
+        let storm = crate::controller::storm::StormConfig::default();
+        let creates = Creates::default();
+        let start = Instant::now();
+        assert_eq!(
+            creates.restarts_raged_until(storm.creates, storm.within),
+            None
+        );
+        // Fifty restarts a second for two seconds.
+        for i in 0..100 {
+            creates.created_at(start + Duration::from_millis(20 * i), true);
+        }
+        let last = start + Duration::from_millis(20 * 99);
+        assert!(storm.lasting(&creates, last));
+        // Then a dip, as a slow API server makes: three a second for three seconds.
+        for i in 1..=9 {
+            creates.created_at(last + Duration::from_millis(333 * i), true);
+        }
+        // The last ten made within a second are the storm's last eight and the dip's first
+        // two: it raged until a second after the first of those ten.
+        let raged = start + Duration::from_millis(20 * 92) + storm.within;
+        assert_eq!(
+            creates.restarts_raged_until(storm.creates, storm.within),
+            Some(raged)
+        );
+        let dip = last + Duration::from_secs(3);
+        assert!(
+            !creates.storm(dip, storm.creates, storm.within * 2),
+            "below the pace"
+        );
+        assert!(storm.lasting(&creates, dip), "a dip does not end a storm");
+        let calm = raged + storm.calm;
+        assert!(storm.lasting(&creates, calm - Duration::from_millis(1)));
+        assert!(!storm.lasting(&creates, calm), "calm: the storm is over");
+        // First pods at the pace are a storm while they are made, and no calm follows them.
+        let converge = calm + Duration::from_secs(60);
+        for i in 0..10 {
+            creates.created_at(converge + Duration::from_millis(20 * i), false);
+        }
+        let made = converge + Duration::from_millis(180);
+        assert!(storm.lasting(&creates, made));
+        assert!(!storm.lasting(&creates, converge + storm.within * 2));
+        assert_eq!(
+            creates.restarts_raged_until(storm.creates, storm.within),
+            Some(raged),
+            "first pods are no restarts"
+        );
         let off = crate::controller::storm::StormConfig {
             creates: 0,
             ..storm

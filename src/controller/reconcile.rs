@@ -209,7 +209,7 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
                     return Err(e);
                 }
                 ctx.own_writes.created(&namespace, &new.name);
-                ctx.creates.created();
+                ctx.creates.created(new.origin.trigger.is_some());
                 // The pod of the attempt the server records stays: a successor rebuilds what is
                 // not recorded from it.
                 remove_old_pods(agent, &pods, new.attempt.min(on_server.attempt + 1), ctx);
