@@ -180,7 +180,7 @@ pub(super) fn remove_old_pods(agent: &Agent, pods: &Api<Pod>, attempt: u32, ctx:
 }
 
 /// Removes the old pods whose removal waited for a crash storm to pass, one Agent at a time,
-/// once no storm has been going for a second; until `shutdown`.
+/// once the storm is over (`StormConfig::lasting`), looked at every second; until `shutdown`.
 pub(super) async fn prune_deferred(
     ctx: std::sync::Arc<Context>,
     shutdown: impl Future<Output = ()>,
