@@ -168,6 +168,10 @@ measure() {
   dir=$(dirname "$KUBECONFIG")
   [[ ! -f "$dir/kube-apiserver.pid" ]] || plane+=(--apiserver-pid "$(cat "$dir/kube-apiserver.pid")")
   [[ ! -f "$dir/etcd.pid" ]] || plane+=(--etcd-pid "$(cat "$dir/etcd.pid")")
+  [[ ! -f "$dir/kwok.pid" ]] || plane+=(--kwok-pid "$(cat "$dir/kwok.pid")")
+  [[ ! -f "$dir/kube-scheduler.pid" ]] || plane+=(--scheduler-pid "$(cat "$dir/kube-scheduler.pid")")
+  [[ ! -f "$dir/kube-controller-manager.pid" ]] ||
+    plane+=(--controller-manager-pid "$(cat "$dir/kube-controller-manager.pid")")
   log "$name: converge ($N agents), quiet ${QUIET}s, storm ($M agents, ${STORM}s)"
   "$bin/examples/bench-scale" run --controller "$name" --pid "$pid" --user-agent "$user_agent" "${plane[@]}" \
     --audit-dir "$audit_dir" --namespace-prefix "$prefix" --agents "$N" --storm-agents "$M" \

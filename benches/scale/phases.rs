@@ -34,6 +34,14 @@ pub struct Options {
     apiserver_pid: Option<u32>,
     #[arg(long)]
     etcd_pid: Option<u32>,
+    /// The rest of a local control plane: the simulated kubelet (kwok), the scheduler and the
+    /// controller manager, whose work grows with each pod (their CPU time during the storm).
+    #[arg(long)]
+    kwok_pid: Option<u32>,
+    #[arg(long)]
+    scheduler_pid: Option<u32>,
+    #[arg(long)]
+    controller_manager_pid: Option<u32>,
     /// The start of the controller's user agent, as the audit log records it.
     #[arg(long)]
     user_agent: String,
@@ -201,6 +209,12 @@ async fn storm(client: &Client, options: &Options, m: &mut Measured) -> anyhow::
     let cpu0 = cpu_seconds(options.pid)?;
     let apiserver0 = options.apiserver_pid.map(cpu_seconds).transpose()?;
     let etcd0 = options.etcd_pid.map(cpu_seconds).transpose()?;
+    let kwok0 = options.kwok_pid.map(cpu_seconds).transpose()?;
+    let scheduler0 = options.scheduler_pid.map(cpu_seconds).transpose()?;
+    let controller_manager0 = options
+        .controller_manager_pid
+        .map(cpu_seconds)
+        .transpose()?;
     let wall0 = Timestamp::now();
     let start = Instant::now();
     pods.state.lock().unwrap().window = Some((start, start + storm));
@@ -224,6 +238,9 @@ async fn storm(client: &Client, options: &Options, m: &mut Measured) -> anyhow::
     };
     m.storm_apiserver_cpu_s = since(options.apiserver_pid, apiserver0)?;
     m.storm_etcd_cpu_s = since(options.etcd_pid, etcd0)?;
+    m.storm_kwok_cpu_s = since(options.kwok_pid, kwok0)?;
+    m.storm_scheduler_cpu_s = since(options.scheduler_pid, scheduler0)?;
+    m.storm_controller_manager_cpu_s = since(options.controller_manager_pid, controller_manager0)?;
     // Failures of the window still waiting for their replacement get a little longer.
     let drain = storm.min(Duration::from_secs(10));
     pods.wait(drain, |s| s.pending.is_empty()).await;

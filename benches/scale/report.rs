@@ -58,6 +58,14 @@ pub struct Measured {
     pub storm_apiserver_cpu_s: Option<f64>,
     #[serde(default)]
     pub storm_etcd_cpu_s: Option<f64>,
+    /// The simulated kubelet's (kwok), the scheduler's and the controller manager's CPU seconds
+    /// during the storm (a local control plane): what each pod costs beyond the API server.
+    #[serde(default)]
+    pub storm_kwok_cpu_s: Option<f64>,
+    #[serde(default)]
+    pub storm_scheduler_cpu_s: Option<f64>,
+    #[serde(default)]
+    pub storm_controller_manager_cpu_s: Option<f64>,
     pub cpu_total_s: f64,
     pub rss_peak_mib: f64,
     /// What the latency percentiles above were taken from, so that rounds can be pooled.
@@ -171,6 +179,9 @@ pub fn pool(runs: &[Measured]) -> Measured {
         storm_cpu_s: mean(|m| m.storm_cpu_s),
         storm_apiserver_cpu_s: mean_of(|m| m.storm_apiserver_cpu_s),
         storm_etcd_cpu_s: mean_of(|m| m.storm_etcd_cpu_s),
+        storm_kwok_cpu_s: mean_of(|m| m.storm_kwok_cpu_s),
+        storm_scheduler_cpu_s: mean_of(|m| m.storm_scheduler_cpu_s),
+        storm_controller_manager_cpu_s: mean_of(|m| m.storm_controller_manager_cpu_s),
         cpu_total_s: mean(|m| m.cpu_total_s),
         rss_peak_mib: max(|m| m.rss_peak_mib),
         samples: all,
@@ -400,10 +411,46 @@ pub fn table(op: &Measured, bare: &Measured) -> String {
             op.storm_etcd_cpu_s,
             bare.storm_etcd_cpu_s,
         ),
+        (
+            "kwok's (the simulated kubelet) CPU seconds during the storm",
+            op.storm_kwok_cpu_s,
+            bare.storm_kwok_cpu_s,
+        ),
+        (
+            "kube-scheduler's CPU seconds during the storm",
+            op.storm_scheduler_cpu_s,
+            bare.storm_scheduler_cpu_s,
+        ),
+        (
+            "kube-controller-manager's CPU seconds during the storm",
+            op.storm_controller_manager_cpu_s,
+            bare.storm_controller_manager_cpu_s,
+        ),
     ] {
         let seconds = |s: Option<f64>| s.map_or("—".into(), |s| format!("{s:.2}"));
         row(what, seconds(a), seconds(b), ratio(a, b));
     }
+    // What a restart costs the machine: the controller's CPU and every control plane
+    // process's measured, over the restarts of a round (when all of them were measured).
+    let per_restart = |m: &Measured| {
+        let plane = [
+            m.storm_apiserver_cpu_s,
+            m.storm_etcd_cpu_s,
+            m.storm_kwok_cpu_s,
+            m.storm_scheduler_cpu_s,
+            m.storm_controller_manager_cpu_s,
+        ];
+        let all = plane.into_iter().sum::<Option<f64>>()? + m.storm_cpu_s;
+        (restarts(m) > 0.0).then(|| 1000.0 * all / restarts(m))
+    };
+    let (a, b) = (per_restart(op), per_restart(bare));
+    let ms = |s: Option<f64>| s.map_or("—".into(), |s| format!("{s:.1} ms"));
+    row(
+        "CPU per restart, the controller and the control plane in all",
+        ms(a),
+        ms(b),
+        ratio(a, b),
+    );
     row(
         "**the whole run**",
         String::new(),
@@ -581,6 +628,37 @@ mod tests {
         assert!(
             table.contains("| restarts done in a storm (the rounds' mean) | 40 | 40 | 1.00× |"),
             "{table}"
+        );
+    }
+
+    #[test]
+    fn a_restart_costs_the_cpu_of_every_process_measured_over_a_round_s_restarts() {
+        let measured = |restarts, plane: f64| {
+            let mut m = round(&[5.0], restarts, 1.0);
+            m.storm_apiserver_cpu_s = Some(plane);
+            m.storm_etcd_cpu_s = Some(plane);
+            m.storm_kwok_cpu_s = Some(plane);
+            m.storm_scheduler_cpu_s = Some(plane);
+            m.storm_controller_manager_cpu_s = Some(plane);
+            m
+        };
+        // Two rounds of 50 restarts each, 1 + 5 × 1.8 = 10 CPU seconds a round: 200 ms each.
+        let op = pool(&[measured(50, 1.8), measured(50, 1.8)]);
+        let bare = pool(&[measured(100, 1.8)]);
+        let full = table(&op, &bare);
+        assert!(
+            full.contains(
+                "| CPU per restart, the controller and the control plane in all | 200.0 ms | 100.0 ms | 2.00× |"
+            ),
+            "{full}"
+        );
+        // A process not measured: no figure, rather than a smaller one.
+        let mut partial = measured(100, 1.8);
+        partial.storm_kwok_cpu_s = None;
+        let missing = table(&op, &partial);
+        assert!(
+            missing.contains("| CPU per restart, the controller and the control plane in all | 200.0 ms | — | — |"),
+            "{missing}"
         );
     }
 }
