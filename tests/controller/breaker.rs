@@ -40,10 +40,13 @@ async fn first_status(
         .expect("a status")
 }
 
-fn breaker_policy() -> serde_json::Value {
+/// Two failures open the breaker for 4 s (8 s the second time); a pod that runs `reset_after`
+/// is healthy. Each crash of a test must come before its pod has run that long: on a loaded
+/// machine 4 s was not always enough.
+fn breaker_policy(reset_after: &str) -> serde_json::Value {
     json!({
         "backoff": { "type": "Immediate", "jitter": 0.0 },
-        "resetAfter": "4s",
+        "resetAfter": reset_after,
         "circuitBreaker": { "failureThreshold": 2, "openDuration": "4s", "openDurationMultiplier": 2.0, "maxOpenDuration": "1m" },
     })
 }
@@ -51,7 +54,7 @@ fn breaker_policy() -> serde_json::Value {
 #[tokio::test]
 async fn the_breaker_opens_probes_once_and_closes_after_a_healthy_probe() {
     let (ns, _operator) = setup().await;
-    ns.create_policy("breaker", breaker_policy()).await;
+    ns.create_policy("breaker", breaker_policy("10s")).await;
     // Open and HalfOpen last four seconds each: a poll may miss them, the watches do not.
     let versions = ns.record_agent("flaky").await;
     let pods = ns.record_pods().await;
@@ -132,7 +135,7 @@ async fn the_breaker_opens_probes_once_and_closes_after_a_healthy_probe() {
 #[tokio::test]
 async fn a_failed_probe_opens_the_breaker_again_for_longer() {
     let (ns, _operator) = setup().await;
-    ns.create_policy("breaker", breaker_policy()).await;
+    ns.create_policy("breaker", breaker_policy("1m")).await;
     // Each Open lasts seconds, then the probe starts: the watch sees every state.
     let versions = ns.record_agent("doomed").await;
     ns.create_agent(

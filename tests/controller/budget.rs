@@ -8,6 +8,7 @@ use std::sync::Arc;
 use agent_supervisor::controller::Config;
 use agent_supervisor::controller::budget::BudgetConfig;
 use agent_supervisor::controller::metrics::Metrics;
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
 use serde_json::json;
@@ -93,10 +94,14 @@ async fn pods(ns: &TestNamespace) -> Vec<PodSeen> {
 
 /// Fails every agent's first pod, as the kubelet reports it.
 async fn crash_all(ns: &TestNamespace, names: &[String]) {
-    for name in names {
-        ns.terminate(&format!("{name}-1"), 1, "Error", "provider unreachable")
-            .await;
-    }
+    // Sixteen at a time: one by one, on a loaded machine, the crashes came slower than the
+    // budget restarts them, and there was no storm to hold back.
+    futures::stream::iter(names)
+        .for_each_concurrent(16, |name| async move {
+            ns.terminate(&format!("{name}-1"), 1, "Error", "provider unreachable")
+                .await;
+        })
+        .await;
 }
 
 /// Waits until every agent has its second pod, and returns the second pods' creation times.

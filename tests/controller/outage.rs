@@ -16,11 +16,12 @@ use crate::support::{Operator, TestNamespace, eventually};
 const REACT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A policy with a slow backoff (so no agent restarts on its own before the outage opens), no
-/// breaker, and an outage after `agents` agents within a minute, held `hold` before a probe.
-fn outage_policy(agents: u32, hold: &str) -> serde_json::Value {
+/// breaker, and an outage after `agents` agents within a minute, held `hold` before a probe
+/// that ends it once it has run `reset_after`.
+fn outage_policy(agents: u32, hold: &str, reset_after: &str) -> serde_json::Value {
     json!({
         "backoff": { "type": "Exponential", "initialDelay": "2m", "maxDelay": "5m", "jitter": 0.0 },
-        "resetAfter": "4s",
+        "resetAfter": reset_after,
         "circuitBreaker": { "failureThreshold": 0, "openDuration": "30s", "maxOpenDuration": "1m" },
         "outage": { "agents": agents, "window": "1m", "holdFor": hold },
     })
@@ -134,7 +135,9 @@ async fn twenty_agents_failing_alike_open_one_outage_behind_one_probe() {
     // Held long enough for the checks of the hold below (twenty agents' statuses read one by
     // one) to finish before the probe: on a busy machine 6 s was not, and on CI's 15 s was not
     // either (the probe's pod was made before the last check).
-    ns.create_policy("llm", outage_policy(5, "30s")).await;
+    // The probe runs 15 s before the outage ends: the pods are looked at while it runs.
+    ns.create_policy("llm", outage_policy(5, "30s", "15s"))
+        .await;
     let names: Vec<String> = (0..20).map(|i| format!("worker-{i}")).collect();
     agents_running(&ns, &names).await;
 
@@ -246,7 +249,10 @@ async fn a_probe_failing_alike_doubles_the_hold_and_an_operator_killed_mid_outag
     let ns = TestNamespace::new().await;
     crate::support::install_crds(&ns.client).await;
     let operator = Operator::start(&ns.name).await;
-    ns.create_policy("llm", outage_policy(3, "5s")).await;
+    // Held long enough for the agents to be seen held, and the policy read, before the probe
+    // (5 s was not always, on a loaded machine); the probe is failed by the test long before
+    // it has run a minute.
+    ns.create_policy("llm", outage_policy(3, "20s", "1m")).await;
     let names: Vec<String> = (0..5).map(|i| format!("caller-{i}")).collect();
     agents_running(&ns, &names).await;
     for (i, name) in names.iter().enumerate() {
@@ -282,8 +288,8 @@ async fn a_probe_failing_alike_doubles_the_hold_and_an_operator_killed_mid_outag
     let next = held.next_probe_at.clone().unwrap().0;
     let waited = (next - started).get_seconds();
     assert!(
-        waited >= 10,
-        "held 2 × 5s after the failed probe: {waited}s"
+        waited >= 40,
+        "held 2 × 20s after the failed probe: {waited}s"
     );
     ns.wait_status_for(REACT, &probe, "held again", |s| {
         s.phase == Some(Phase::CircuitOpen) && s.attempt == 2
