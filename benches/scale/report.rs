@@ -74,6 +74,29 @@ pub struct Measured {
 }
 
 impl Measured {
+    /// The control plane's CPU seconds during the storm, each process's with its row's name.
+    fn storm_plane_cpu_s(&self) -> [(&'static str, Option<f64>); 5] {
+        [
+            (
+                "the API server's CPU seconds during the storm",
+                self.storm_apiserver_cpu_s,
+            ),
+            ("etcd's CPU seconds during the storm", self.storm_etcd_cpu_s),
+            (
+                "kwok's (the simulated kubelet) CPU seconds during the storm",
+                self.storm_kwok_cpu_s,
+            ),
+            (
+                "kube-scheduler's CPU seconds during the storm",
+                self.storm_scheduler_cpu_s,
+            ),
+            (
+                "kube-controller-manager's CPU seconds during the storm",
+                self.storm_controller_manager_cpu_s,
+            ),
+        ]
+    }
+
     /// Sets every latency percentile from the samples it is taken from.
     pub fn set_percentiles(&mut self) {
         let s = &self.samples;
@@ -400,47 +423,19 @@ pub fn table(op: &Measured, bare: &Measured) -> String {
         format!("{:.2}", bare.storm_cpu_s),
         ratio(num(op.storm_cpu_s), num(bare.storm_cpu_s)),
     );
-    for (what, a, b) in [
-        (
-            "the API server's CPU seconds during the storm",
-            op.storm_apiserver_cpu_s,
-            bare.storm_apiserver_cpu_s,
-        ),
-        (
-            "etcd's CPU seconds during the storm",
-            op.storm_etcd_cpu_s,
-            bare.storm_etcd_cpu_s,
-        ),
-        (
-            "kwok's (the simulated kubelet) CPU seconds during the storm",
-            op.storm_kwok_cpu_s,
-            bare.storm_kwok_cpu_s,
-        ),
-        (
-            "kube-scheduler's CPU seconds during the storm",
-            op.storm_scheduler_cpu_s,
-            bare.storm_scheduler_cpu_s,
-        ),
-        (
-            "kube-controller-manager's CPU seconds during the storm",
-            op.storm_controller_manager_cpu_s,
-            bare.storm_controller_manager_cpu_s,
-        ),
-    ] {
+    for ((what, a), (_, b)) in op
+        .storm_plane_cpu_s()
+        .into_iter()
+        .zip(bare.storm_plane_cpu_s())
+    {
         let seconds = |s: Option<f64>| s.map_or("—".into(), |s| format!("{s:.2}"));
         row(what, seconds(a), seconds(b), ratio(a, b));
     }
     // What a restart costs the machine: the controller's CPU and every control plane
     // process's measured, over the restarts of a round (when all of them were measured).
     let per_restart = |m: &Measured| {
-        let plane = [
-            m.storm_apiserver_cpu_s,
-            m.storm_etcd_cpu_s,
-            m.storm_kwok_cpu_s,
-            m.storm_scheduler_cpu_s,
-            m.storm_controller_manager_cpu_s,
-        ];
-        let all = plane.into_iter().sum::<Option<f64>>()? + m.storm_cpu_s;
+        let plane = m.storm_plane_cpu_s().into_iter().map(|(_, s)| s);
+        let all = plane.sum::<Option<f64>>()? + m.storm_cpu_s;
         (restarts(m) > 0.0).then(|| 1000.0 * all / restarts(m))
     };
     let (a, b) = (per_restart(op), per_restart(bare));
