@@ -141,15 +141,23 @@ async fn each_restarted_once(ns: &TestNamespace, names: &[String]) {
     }
 }
 
-/// Creates never exceeded the budget: in every window of whole seconds [a, b], at most
-/// burst + rate × (b − a + 1) (creation times are whole seconds, so one second of slack).
-fn within_budget(created: &[jiff::Timestamp], budget: BudgetConfig) -> Result<(), String> {
+/// Creates never exceeded the budget: the budget grants at most burst + rate × t tokens in
+/// any t seconds, and the creates in the whole seconds [a, b] had their tokens granted within
+/// [a − lag, b + 1) (creation times are whole seconds: one second of slack). `lag`: how many
+/// seconds after its token a restart's pod may be created, as the granted agent's reconcile
+/// waits its turn and the create its answer.
+fn within_budget(
+    created: &[jiff::Timestamp],
+    budget: BudgetConfig,
+    lag: i64,
+) -> Result<(), String> {
     let mut seconds: Vec<i64> = created.iter().map(|t| t.as_second()).collect();
     seconds.sort();
     for (i, a) in seconds.iter().enumerate() {
         for b in &seconds[i..] {
             let n = seconds.iter().filter(|s| *s >= a && *s <= b).count() as f64;
-            let allowed = f64::from(budget.burst) + budget.rate * (b - a + 1) as f64;
+            let granted_within = (b - a + 1 + lag) as f64;
+            let allowed = f64::from(budget.burst) + budget.rate * granted_within;
             if n > allowed {
                 return Err(format!(
                     "{n} restarts from second {a} to {b}: more than {allowed} ({seconds:?})"
@@ -173,7 +181,9 @@ async fn a_crash_storm_restarts_at_the_budgets_pace_each_agent_once() {
 
     crash_all(&ns, &names).await;
     let created = restarted(&ns, &names).await;
-    within_budget(&created, budget).unwrap();
+    // Two hundred reconciles on a loaded machine: a stall of a second holds back the creates of
+    // the tokens granted meanwhile (8 a second), which then land together.
+    within_budget(&created, budget, 2).unwrap();
     let spread =
         created.iter().max().unwrap().as_second() - created.iter().min().unwrap().as_second();
     assert!(
@@ -259,6 +269,8 @@ async fn a_restarted_operator_keeps_to_the_budget_and_restarts_each_agent_once()
     operator_one.kill().await;
     let (_operator_two, _) = operator(&[&ns.name], budget).await;
     let created = restarted(&ns, &names).await;
-    within_budget(&created, budget).unwrap();
+    // No lag allowed: a fresh burst of 4 after the restart must show. At 2 a second, a stall
+    // of a second bunches 2 creates, within the second of slack whole seconds already have.
+    within_budget(&created, budget, 0).unwrap();
     each_restarted_once(&ns, &names).await;
 }

@@ -231,7 +231,21 @@ async fn an_evicted_agent_is_restarted_at_once_without_counting() {
 
 #[tokio::test]
 async fn crashes_in_quick_succession_are_told_in_fewer_events_none_left_out() {
-    let (ns, _operator) = setup().await;
+    let ns = crate::support::TestNamespace::new().await;
+    crate::support::install_crds(&ns.client).await;
+    // A window of 30 s (10 by default): each crash waits for its pod to run and the one before
+    // it to be restarted, a few seconds a cycle on a loaded machine, and at least two of the
+    // three after the first must come within one window for them to be told together.
+    const WINDOW: Duration = Duration::from_secs(30);
+    let config = agent_supervisor::controller::Config {
+        namespaces: vec![ns.name.clone()],
+        event_window: WINDOW,
+        ..agent_supervisor::controller::Config::default()
+    };
+    let _operator = crate::support::Operator::start_with_config(
+        crate::support::Operator::admin_client().await,
+        config,
+    );
     ns.create_policy(
         "now",
         json!({ "backoff": { "type": "Immediate" }, "circuitBreaker": { "failureThreshold": 0 } }),
@@ -250,7 +264,7 @@ async fn crashes_in_quick_succession_are_told_in_fewer_events_none_left_out() {
     // The first crash is told at once; the ones that follow within the window, together at
     // its end, each in its own part of a merged note.
     let crashed = crate::support::eventually(
-        Duration::from_secs(60),
+        WINDOW + Duration::from_secs(60),
         "every crash told in a Crashed Event",
         || async {
             let notes: Vec<String> = ns
