@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use agent_supervisor::api::{OutageState, Phase, RestartPolicy, Trigger};
+use agent_supervisor::api::{AgentStatus, OutageState, Phase, RestartPolicy, Trigger};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
@@ -107,16 +107,38 @@ async fn policy_event_reasons(ns: &TestNamespace, expected: &[&str]) -> Vec<Stri
     .await
 }
 
-async fn wait_held(ns: &TestNamespace, names: &[String]) {
-    for name in names {
+/// Waits until every one of `names` is held by the outage, all at once, and returns each
+/// status as it was seen held.
+async fn wait_held(ns: &TestNamespace, names: &[String]) -> Vec<AgentStatus> {
+    futures::future::join_all(names.iter().map(|name| {
         ns.wait_status_for(REACT, name, "held by the outage", |s| {
             s.phase == Some(Phase::CircuitOpen)
                 && s.restart_history
                     .first()
                     .is_some_and(|r| r.trigger == Trigger::Outage && r.restarted_at.is_none())
         })
-        .await;
-    }
+    }))
+    .await
+}
+
+/// When each pod of `attempt` was created, by the API server's clock.
+async fn created_of_attempt(ns: &TestNamespace, attempt: u32) -> Vec<(String, jiff::Timestamp)> {
+    let pods = ns
+        .api::<Pod>()
+        .list(&ListParams::default().labels(&format!("supervisor.dev/attempt={attempt}")))
+        .await
+        .expect("list pods");
+    pods.items
+        .into_iter()
+        .map(|p| {
+            let created = p
+                .metadata
+                .creation_timestamp
+                .map(|t| t.0)
+                .unwrap_or_default();
+            (p.metadata.name.unwrap_or_default(), created)
+        })
+        .collect()
 }
 
 /// Waits until the policy is probing, and returns the probe agent.
@@ -132,11 +154,11 @@ async fn wait_probe(ns: &TestNamespace) -> String {
 #[tokio::test]
 async fn twenty_agents_failing_alike_open_one_outage_behind_one_probe() {
     let (ns, _operator) = setup().await;
-    // Held long enough for the checks of the hold below (twenty agents' statuses read one by
-    // one) to finish before the probe: on a busy machine 6 s was not, and on CI's 15 s was not
-    // either (the probe's pod was made before the last check).
-    // The probe runs 15 s before the outage ends: the pods are looked at while it runs.
-    ns.create_policy("llm", outage_policy(5, "30s", "15s"))
+    // Held 45 s: the probe comes after it, and the outage ends 15 s after the probe. What
+    // the hold was is read from when each agent was seen held and when pods were created (on
+    // CI's loaded machine the probe's pod was made before a check made at the end of 15 and
+    // then 30 s).
+    ns.create_policy("llm", outage_policy(5, "45s", "15s"))
         .await;
     let names: Vec<String> = (0..20).map(|i| format!("worker-{i}")).collect();
     agents_running(&ns, &names).await;
@@ -145,27 +167,30 @@ async fn twenty_agents_failing_alike_open_one_outage_behind_one_probe() {
         ns.terminate(&format!("{name}-1"), 1, "Error", &provider_error(i))
             .await;
     }
-    wait_held(&ns, &names).await;
-    assert_eq!(
-        pods_by_attempt(&ns).await.get(&2),
-        None,
-        "nothing restarted while holding"
-    );
+    let held = wait_held(&ns, &names).await;
     let policy_now = policy(&ns).await;
     let status = policy_now.status.expect("policy status");
     assert_eq!(status.outages.len(), 1, "one outage: {:?}", status.outages);
     let outage = &status.outages[0];
     assert!(outage.agents >= 5, "{outage:?}");
     let fingerprint = outage.fingerprint.clone();
-    let since = outage.since.clone();
+    let since = outage.since.0;
+    // Nothing restarted while holding: a pod of attempt 2 (the probe's) comes after the hold.
+    // Creation times are whole seconds: one of slack.
+    let hold_ends = since + jiff::SignedDuration::from_secs(45 - 1);
+    for (pod, created) in created_of_attempt(&ns, 2).await {
+        assert!(
+            created >= hold_ends,
+            "nothing restarted while holding: {pod} created at {created}, the outage began at {since}"
+        );
+    }
     let condition = status
         .conditions
         .iter()
         .find(|c| c.type_ == "Outage")
         .expect("Outage condition");
     assert_eq!(condition.status, "True");
-    for name in &names {
-        let s = ns.status(name).await;
+    for (name, s) in names.iter().zip(&held) {
         assert_eq!(
             s.last_failure.as_ref().and_then(|f| f.fingerprint.clone()),
             Some(fingerprint.clone()),
@@ -191,12 +216,20 @@ async fn twenty_agents_failing_alike_open_one_outage_behind_one_probe() {
     let probe = wait_probe(&ns).await;
     let probe_pod = format!("{probe}-2");
     ns.wait_running(&probe_pod).await;
-    let by = pods_by_attempt(&ns).await;
-    assert_eq!(
-        by.get(&2),
-        Some(&vec![probe_pod.clone()]),
-        "exactly one probe"
-    );
+    // Exactly one probe: every other pod of attempt 2 came once it had run resetAfter (15 s,
+    // less a second for whole seconds).
+    let second = created_of_attempt(&ns, 2).await;
+    let probed = second
+        .iter()
+        .find(|(pod, _)| *pod == probe_pod)
+        .map(|(_, created)| *created)
+        .expect("the probe's pod");
+    for (pod, created) in &second {
+        assert!(
+            *pod == probe_pod || *created >= probed + jiff::SignedDuration::from_secs(15 - 1),
+            "exactly one probe: {pod} created at {created}, the probe {probe_pod} at {probed}"
+        );
+    }
 
     // The probe runs for resetAfter: the outage ends, and everyone restarts, once.
     eventually(REACT, "the outage to end", || async {
@@ -241,7 +274,6 @@ async fn twenty_agents_failing_alike_open_one_outage_behind_one_probe() {
         .find(|c| c.type_ == "Outage")
         .unwrap();
     assert_eq!(condition.status, "False");
-    let _ = since;
 }
 
 #[tokio::test]
