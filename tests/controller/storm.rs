@@ -154,7 +154,9 @@ async fn crashes_in_a_row_are_recorded_together_once_the_first_has_waited() {
 
 #[tokio::test]
 async fn a_first_pods_crash_waits_too_when_nothing_was_written() {
-    let (ns, _operator) = in_a_storm(Duration::from_secs(15)).await;
+    // Both crashes and the second restart must come within the first's wait: 30 s, as for the
+    // crashes in a row above.
+    let (ns, _operator) = in_a_storm(Duration::from_secs(30)).await;
     let versions = ns.record_agent("fresh").await;
     immediate_policy(&ns).await;
     // Its pods are never placed: a first pod not running is not recorded (it is the record),
