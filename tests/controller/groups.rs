@@ -166,18 +166,8 @@ async fn rest_for_one_restarts_the_crashed_member_and_those_after_it() {
 
 #[tokio::test]
 async fn one_for_one_restarts_only_the_crashed_member_and_counts_it() {
-    let ns = TestNamespace::new().await;
-    crate::support::install_crds(&ns.client).await;
     let metrics = std::sync::Arc::new(agent_supervisor::controller::metrics::Metrics::default());
-    let config = agent_supervisor::controller::Config {
-        namespaces: vec![ns.name.clone()],
-        metrics: metrics.clone(),
-        ..Default::default()
-    };
-    let _operator = crate::support::Operator::start_with_config(
-        crate::support::Operator::admin_client().await,
-        config,
-    );
+    let (ns, _operator) = crate::setup_with(|config| config.metrics = metrics.clone()).await;
     agents(&ns, &["left", "right"], "2s").await;
     ns.create_group("pair", json!({ "members": members(&["left", "right"]) }))
         .await;

@@ -27,9 +27,22 @@ use support::{Operator, TestNamespace};
 
 /// A namespace with the CRDs installed and an operator watching it.
 pub async fn setup() -> (TestNamespace, Operator) {
+    setup_with(|_| ()).await
+}
+
+/// A namespace with the CRDs installed and an operator watching it, configured by `change`
+/// (the namespace is already set).
+pub async fn setup_with(
+    change: impl FnOnce(&mut agent_supervisor::controller::Config),
+) -> (TestNamespace, Operator) {
     let ns = TestNamespace::new().await;
     support::install_crds(&ns.client).await;
-    let operator = Operator::start(&ns.name).await;
+    let mut config = agent_supervisor::controller::Config {
+        namespaces: vec![ns.name.clone()],
+        ..Default::default()
+    };
+    change(&mut config);
+    let operator = Operator::start_with_config(Operator::admin_client().await, config);
     (ns, operator)
 }
 

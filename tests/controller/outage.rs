@@ -51,14 +51,14 @@ async fn policy(ns: &TestNamespace) -> RestartPolicy {
         .expect("read policy")
 }
 
-/// The pods of each attempt number.
-async fn pods_by_attempt(ns: &TestNamespace) -> BTreeMap<u32, Vec<String>> {
+/// The pods of each attempt number, each with when it was created (by the API server's clock).
+async fn pods_by_attempt(ns: &TestNamespace) -> BTreeMap<u32, Vec<(String, jiff::Timestamp)>> {
     let pods = ns
         .api::<Pod>()
         .list(&ListParams::default())
         .await
         .expect("list pods");
-    let mut by = BTreeMap::<u32, Vec<String>>::new();
+    let mut by = BTreeMap::<u32, Vec<(String, jiff::Timestamp)>>::new();
     for pod in pods.items {
         let attempt = pod
             .metadata
@@ -67,9 +67,14 @@ async fn pods_by_attempt(ns: &TestNamespace) -> BTreeMap<u32, Vec<String>> {
             .and_then(|l| l.get("supervisor.dev/attempt"))
             .and_then(|a| a.parse().ok())
             .unwrap_or(0);
+        let created = pod
+            .metadata
+            .creation_timestamp
+            .map(|t| t.0)
+            .unwrap_or_default();
         by.entry(attempt)
             .or_default()
-            .push(pod.metadata.name.unwrap_or_default());
+            .push((pod.metadata.name.unwrap_or_default(), created));
     }
     by
 }
@@ -121,26 +126,6 @@ async fn wait_held(ns: &TestNamespace, names: &[String]) -> Vec<AgentStatus> {
     .await
 }
 
-/// When each pod of `attempt` was created, by the API server's clock.
-async fn created_of_attempt(ns: &TestNamespace, attempt: u32) -> Vec<(String, jiff::Timestamp)> {
-    let pods = ns
-        .api::<Pod>()
-        .list(&ListParams::default().labels(&format!("supervisor.dev/attempt={attempt}")))
-        .await
-        .expect("list pods");
-    pods.items
-        .into_iter()
-        .map(|p| {
-            let created = p
-                .metadata
-                .creation_timestamp
-                .map(|t| t.0)
-                .unwrap_or_default();
-            (p.metadata.name.unwrap_or_default(), created)
-        })
-        .collect()
-}
-
 /// Waits until the policy is probing, and returns the probe agent.
 async fn wait_probe(ns: &TestNamespace) -> String {
     eventually(REACT, "a probe", || async {
@@ -178,7 +163,7 @@ async fn twenty_agents_failing_alike_open_one_outage_behind_one_probe() {
     // Nothing restarted while holding: a pod of attempt 2 (the probe's) comes after the hold.
     // Creation times are whole seconds: one of slack.
     let hold_ends = since + jiff::SignedDuration::from_secs(45 - 1);
-    for (pod, created) in created_of_attempt(&ns, 2).await {
+    for (pod, created) in pods_by_attempt(&ns).await.remove(&2).unwrap_or_default() {
         assert!(
             created >= hold_ends,
             "nothing restarted while holding: {pod} created at {created}, the outage began at {since}"
@@ -218,7 +203,7 @@ async fn twenty_agents_failing_alike_open_one_outage_behind_one_probe() {
     ns.wait_running(&probe_pod).await;
     // Exactly one probe: every other pod of attempt 2 came once it had run resetAfter (15 s,
     // less a second for whole seconds).
-    let second = created_of_attempt(&ns, 2).await;
+    let second = pods_by_attempt(&ns).await.remove(&2).unwrap_or_default();
     let probed = second
         .iter()
         .find(|(pod, _)| *pod == probe_pod)
@@ -328,9 +313,12 @@ async fn a_probe_failing_alike_doubles_the_hold_and_an_operator_killed_mid_outag
     })
     .await;
     let by = pods_by_attempt(&ns).await;
+    let second: Option<Vec<&str>> = by
+        .get(&2)
+        .map(|pods| pods.iter().map(|(name, _)| name.as_str()).collect());
     assert_eq!(
-        by.get(&2),
-        Some(&vec![probe_pod.clone()]),
+        second,
+        Some(vec![probe_pod.as_str()]),
         "only the probe restarted"
     );
     assert_eq!(by.get(&3), None);

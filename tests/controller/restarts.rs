@@ -6,7 +6,7 @@ use kube::api::EvictParams;
 use serde_json::json;
 use std::time::Duration;
 
-use crate::{fast_policy, setup};
+use crate::{fast_policy, setup, setup_with};
 
 fn secs(n: i64) -> jiff::SignedDuration {
     jiff::SignedDuration::from_secs(n)
@@ -231,21 +231,11 @@ async fn an_evicted_agent_is_restarted_at_once_without_counting() {
 
 #[tokio::test]
 async fn crashes_in_quick_succession_are_told_in_fewer_events_none_left_out() {
-    let ns = crate::support::TestNamespace::new().await;
-    crate::support::install_crds(&ns.client).await;
     // A window of 30 s (10 by default): each crash waits for its pod to run and the one before
     // it to be restarted, a few seconds a cycle on a loaded machine, and at least two of the
     // three after the first must come within one window for them to be told together.
     const WINDOW: Duration = Duration::from_secs(30);
-    let config = agent_supervisor::controller::Config {
-        namespaces: vec![ns.name.clone()],
-        event_window: WINDOW,
-        ..agent_supervisor::controller::Config::default()
-    };
-    let _operator = crate::support::Operator::start_with_config(
-        crate::support::Operator::admin_client().await,
-        config,
-    );
+    let (ns, _operator) = setup_with(|config| config.event_window = WINDOW).await;
     ns.create_policy(
         "now",
         json!({ "backoff": { "type": "Immediate" }, "circuitBreaker": { "failureThreshold": 0 } }),

@@ -6,8 +6,8 @@ use agent_supervisor::api::{
     AGENT_LABEL, AGENT_UID_LABEL, ATTEMPT_LABEL, Agent, Phase, TEMPLATE_HASH_ANNOTATION,
     TRIGGER_ANNOTATION, Trigger,
 };
+use agent_supervisor::controller::manifests;
 use agent_supervisor::controller::storm::StormConfig;
-use agent_supervisor::controller::{Config, manifests};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 use serde_json::json;
@@ -54,15 +54,7 @@ async fn in_a_storm(wait: Duration) -> (TestNamespace, Operator) {
 }
 
 async fn with_storm(storm: StormConfig) -> (TestNamespace, Operator) {
-    let ns = TestNamespace::new().await;
-    support::install_crds(&ns.client).await;
-    let config = Config {
-        namespaces: vec![ns.name.clone()],
-        storm,
-        ..Config::default()
-    };
-    let operator = Operator::start_with_config(Operator::admin_client().await, config);
-    (ns, operator)
+    crate::setup_with(|config| config.storm = storm).await
 }
 
 /// The policy `immediate`: restart at once after every crash, no breaker.

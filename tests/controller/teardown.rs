@@ -3,28 +3,20 @@
 
 use std::sync::Arc;
 
-use agent_supervisor::controller::Config;
 use agent_supervisor::controller::metrics::{Metrics, ReasonLabel};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams};
 use serde_json::json;
 
-use crate::support::{Operator, TestNamespace, eventually, install_crds};
+use crate::support::eventually;
 
 const AGENTS: usize = 10;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_of_a_namespace_being_deleted_are_left_to_go_with_it() {
-    let ns = TestNamespace::new().await;
-    install_crds(&ns.client).await;
     let metrics = Arc::new(Metrics::default());
-    let config = Config {
-        namespaces: vec![ns.name.clone()],
-        metrics: metrics.clone(),
-        ..Config::default()
-    };
-    let _operator = Operator::start_with_config(Operator::admin_client().await, config);
+    let (ns, _operator) = crate::setup_with(|config| config.metrics = metrics.clone()).await;
     for i in 0..AGENTS {
         ns.create_agent(&format!("a-{i}"), json!({})).await;
     }
