@@ -23,6 +23,8 @@
 #   BARE_PODS=operator the baseline makes the operator's pods (its labels, annotations and
 #                      AGENT_* environment) instead of the least pod: a diagnosis of what those
 #                      pods alone cost, not the baseline the targets are measured against
+#   BARE_RECORDS=1     the baseline also writes each Agent's status after every tenth restart,
+#                      as the operator does in a storm: what that record costs (a diagnosis too)
 #   BENCH_ORDER=bare-first  measure the baseline first in the first round (by default the
 #                      operator goes first; on one BENCH_KUBECONFIG cluster the second begins
 #                      on what the first left in the API server, so the order is part of what
@@ -61,6 +63,8 @@ command="N=$N M=$M STORM=$STORM QUIET=$QUIET ROUNDS=$ROUNDS RESTART_RATE=$RESTAR
 [[ -z "${STORM_BACKOFF:-}" ]] || command="STORM_BACKOFF=$STORM_BACKOFF $command"
 BARE_PODS=${BARE_PODS:-least}
 [[ "$BARE_PODS" == least ]] || command="BARE_PODS=$BARE_PODS $command"
+bare_records=()
+[[ "${BARE_RECORDS:-}" != 1 ]] || { bare_records=(--records); command="BARE_RECORDS=1 $command"; }
 case "${BENCH_ORDER:-operator-first}" in
   operator-first) order=(operator bare) ;;
   bare-first) order=(bare operator); command="BENCH_ORDER=bare-first $command" ;;
@@ -194,7 +198,7 @@ measure_operator() {
 measure_bare() {
   measure bare "bare-controller/" "[[ \$(grep -c '^ready' '$out/bare-$round.log') -ge 2 ]]" "$bare_ns" -- \
     "${BARE_BIN:-$bin/examples/bare-controller}" --namespaces="$bare_ns-converge,$bare_ns-storm" \
-    --pods="$BARE_PODS"
+    --pods="$BARE_PODS" "${bare_records[@]}"
 }
 rm -f "$out"/operator-*.json "$out"/bare-*.json "$out"/*-storm-seconds.md
 figures=()

@@ -10,6 +10,13 @@
 //! and nothing else more: what those pods alone cost the API server shows apart from what the
 //! operator does (`BARE_PODS=operator make bench-scale`, a diagnosis, not the baseline).
 //!
+//! With `--records` it also writes each Agent's status as the operator does in a crash storm,
+//! where a record waits for ten failures (`storm::UNRECORDED`): after every tenth restart, one
+//! status write (server-side apply, as the operator's) with those ten restarts in its history,
+//! the last failure and the three conditions. What the record the contract asks for costs the
+//! control plane, measured on the least controller (`BARE_RECORDS=1 make bench-scale`, a
+//! diagnosis, not the baseline).
+//!
 //! It sends the user agent `bare-controller/<version>`, so the API server's audit log tells its
 //! requests apart, and prints `ready` once its caches have listed everything.
 
@@ -26,10 +33,12 @@ use clap::Parser;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
+use serde_json::json;
 
 #[derive(Parser)]
 struct Args {
@@ -40,6 +49,9 @@ struct Args {
     /// `operator` (the operator's pod for the same attempt).
     #[arg(long, value_enum, default_value_t = Pods::Least)]
     pods: Pods,
+    /// Also write each Agent's status after every tenth restart, as the operator does in a storm.
+    #[arg(long)]
+    records: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, clap::ValueEnum)]
@@ -52,6 +64,7 @@ struct Context {
     client: Client,
     pods: Store<Pod>,
     shape: Pods,
+    records: bool,
     /// The highest attempt created or seen per Agent: where the walk over its pods starts.
     latest: Mutex<HashMap<ObjectRef<Agent>, u32>>,
 }
@@ -74,13 +87,13 @@ async fn main() -> anyhow::Result<()> {
     let controllers = args
         .namespaces
         .iter()
-        .map(|ns| run(client.clone(), ns, args.pods));
+        .map(|ns| run(client.clone(), ns, args.pods, args.records));
     futures::future::join_all(controllers).await;
     Ok(())
 }
 
 /// One controller for one namespace, until the process is stopped.
-async fn run(client: Client, namespace: &str, shape: Pods) {
+async fn run(client: Client, namespace: &str, shape: Pods, records: bool) {
     // `ready` once both watches have listed everything.
     let synced = Arc::new(AtomicUsize::new(0));
     let (pods, writer) = reflector::store();
@@ -108,6 +121,7 @@ async fn run(client: Client, namespace: &str, shape: Pods) {
         client,
         pods,
         shape,
+        records,
         latest: Mutex::default(),
     });
     controller
@@ -174,7 +188,62 @@ async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Error
         Err(e) => return Err(e.into()),
     }
     ctx.latest.lock().unwrap().insert(key, next);
+    if ctx.records && next > 1 && (next - 1) % 10 == 0 {
+        let api = Api::<Agent>::namespaced(ctx.client.clone(), &namespace);
+        let params = PatchParams::apply("bare-controller").force();
+        api.patch_status(&name, &params, &Patch::Apply(record(&name, next)))
+            .await?;
+    }
     Ok(Action::await_change())
+}
+
+/// The status the operator writes in a storm when the pod of attempt `attempt` replaced the
+/// tenth failure held back: the last ten restarts, newest first, all at once and all for exit
+/// code 1, as the storm's pods fail.
+fn record(name: &str, attempt: u32) -> serde_json::Value {
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let failed = |attempt: u32| {
+        json!({
+            "attempt": attempt, "trigger": "Failure", "failedAt": now, "restartedAt": now,
+            "reason": "Error", "class": "Transient", "exitCode": 1,
+            "message": "container failed", "ranFor": "2s", "backoff": "0s",
+            "fingerprint": "eb4af6b444c491e1",
+        })
+    };
+    let condition = |kind: &str, status: &str, reason: &str, message: &str| {
+        json!({
+            "type": kind, "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": now, "observedGeneration": 1,
+        })
+    };
+    json!({
+        "apiVersion": "supervisor.dev/v1alpha1",
+        "kind": "Agent",
+        "metadata": {"name": name},
+        "status": {
+            "phase": "Pending",
+            "podName": format!("{name}-{attempt}"),
+            "attempt": attempt,
+            "restartCount": attempt - 1,
+            "consecutiveFailures": attempt - 1,
+            "lastFailure": {
+                "time": now, "reason": "Error", "class": "Transient", "exitCode": 1,
+                "message": "container failed", "container": "agent",
+                "podName": format!("{name}-{}", attempt - 1), "ranFor": "2s",
+                "fingerprint": "eb4af6b444c491e1",
+            },
+            "restartHistory": (attempt.saturating_sub(10)..attempt).rev().map(failed).collect::<Vec<_>>(),
+            "circuitBreaker": {"state": "Closed", "trips": 0},
+            "conditions": [
+                condition("CircuitBreakerOpen", "False", "Closed", ""),
+                condition("PolicyResolved", "True", "Found", "using RestartPolicy immediate"),
+                condition("Ready", "False", "PodPending", &format!("pod {name}-{attempt}")),
+            ],
+            "observedGeneration": 1,
+        },
+    })
 }
 
 /// The pod of attempt `attempt`: the template, owned by the Agent, labelled like the operator's.
