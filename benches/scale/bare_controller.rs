@@ -188,7 +188,7 @@ async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Error
         Err(e) => return Err(e.into()),
     }
     ctx.latest.lock().unwrap().insert(key, next);
-    if ctx.records && next > 1 && (next - 1) % 10 == 0 {
+    if ctx.records && next > 1 && (next - 1) % HELD == 0 {
         let api = Api::<Agent>::namespaced(ctx.client.clone(), &namespace);
         let params = PatchParams::apply("bare-controller").force();
         api.patch_status(&name, &params, &Patch::Apply(record(&name, next)))
@@ -197,8 +197,12 @@ async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Error
     Ok(Action::await_change())
 }
 
+/// How many failures the operator's record holds back in a storm, and so how many restarts
+/// `--records` writes at once.
+const HELD: u32 = agent_supervisor::controller::storm::UNRECORDED as u32;
+
 /// The status the operator writes in a storm when the pod of attempt `attempt` replaced the
-/// tenth failure held back: the last ten restarts, newest first, all at once and all for exit
+/// last failure held back: the last ten restarts, newest first, all at once and all for exit
 /// code 1, as the storm's pods fail.
 fn record(name: &str, attempt: u32) -> serde_json::Value {
     let now = jiff::Timestamp::now()
@@ -234,7 +238,7 @@ fn record(name: &str, attempt: u32) -> serde_json::Value {
                 "podName": format!("{name}-{}", attempt - 1), "ranFor": "2s",
                 "fingerprint": "eb4af6b444c491e1",
             },
-            "restartHistory": (attempt.saturating_sub(10)..attempt).rev().map(failed).collect::<Vec<_>>(),
+            "restartHistory": (attempt.saturating_sub(HELD)..attempt).rev().map(failed).collect::<Vec<_>>(),
             "circuitBreaker": {"state": "Closed", "trips": 0},
             "conditions": [
                 condition("CircuitBreakerOpen", "False", "Closed", ""),

@@ -15,15 +15,7 @@ pub const OPERATOR_USER_AGENT: &str = "agent-supervisor-test-operator";
 
 impl Operator {
     pub async fn start(namespace: &str) -> Operator {
-        let mut config = admin_config().await;
-        config.headers.push((
-            http::header::USER_AGENT,
-            http::HeaderValue::from_static(OPERATOR_USER_AGENT),
-        ));
-        Operator::start_with(
-            Client::try_from(config).expect("operator client"),
-            namespace,
-        )
+        Operator::start_with(Operator::admin_client().await, namespace)
     }
 
     pub fn start_with(client: Client, namespace: &str) -> Operator {
