@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
 use std::path::Path;
+use std::time::Duration;
 
 use jiff::Timestamp;
 
@@ -131,4 +132,170 @@ pub fn writes(requests: &Requests) -> u64 {
         })
         .map(|(_, n)| n)
         .sum()
+}
+
+/// Where a storm pod's time went, by the API server's clock: its create, its binding by the
+/// scheduler, and the simulated kubelet's first two status patches (kwok runs it, then fails
+/// it), each the moment the API server completed the request; and how long kwok's status
+/// patches waited on the API server (received → completed).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PodSteps {
+    /// Created → bound, bound → Running, Running → Failed, for the pods that took each step.
+    pub bound: Vec<Duration>,
+    pub running: Vec<Duration>,
+    pub failed: Vec<Duration>,
+    /// kwok's pod status patches, received → completed.
+    pub kwok_patch: Vec<Duration>,
+}
+
+/// The steps of the pods of `namespace` created in `[from, to)`, except those whose name starts
+/// with `except` (when given), and kwok's status patches received in `[from, to)`.
+pub fn pod_steps(
+    dir: &Path,
+    namespace: &str,
+    (from, to): (Timestamp, Timestamp),
+    except: Option<&str>,
+) -> anyhow::Result<PodSteps> {
+    #[derive(Default)]
+    struct Pod {
+        created: Option<Timestamp>,
+        bound: Option<Timestamp>,
+        kwok: Vec<Timestamp>,
+    }
+    let mut pods: HashMap<String, Pod> = HashMap::new();
+    let mut steps = PodSteps::default();
+    each_request(dir, &format!("\"namespace\":\"{namespace}\""), |event| {
+        let object = &event["objectRef"];
+        let succeeded = event["responseStatus"]["code"]
+            .as_u64()
+            .is_some_and(|code| (200..300).contains(&code));
+        if object["resource"] != "pods" || object["namespace"] != namespace || !succeeded {
+            return;
+        }
+        let (Some(name), Some(received), Some(done)) = (
+            object["name"].as_str(),
+            timestamp(event, "requestReceivedTimestamp"),
+            timestamp(event, "stageTimestamp"),
+        ) else {
+            return;
+        };
+        if except.is_some_and(|prefix| name.starts_with(prefix)) {
+            return;
+        }
+        let kwok = event["userAgent"]
+            .as_str()
+            .is_some_and(|agent| agent.starts_with("kwok"));
+        let pod = pods.entry(name.to_string()).or_default();
+        match (event["verb"].as_str(), object["subresource"].as_str()) {
+            (Some("create"), None) if (from..to).contains(&done) => pod.created = Some(done),
+            (Some("create"), Some("binding")) => pod.bound = Some(done),
+            (Some("patch"), Some("status")) if kwok => {
+                pod.kwok.push(done);
+                if (from..to).contains(&received) {
+                    steps.kwok_patch.push(between(received, done));
+                }
+            }
+            _ => {}
+        }
+    })?;
+    for pod in pods.values() {
+        let (Some(created), Some(bound)) = (pod.created, pod.bound) else {
+            continue;
+        };
+        steps.bound.push(between(created, bound));
+        if let Some(running) = pod.kwok.first() {
+            steps.running.push(between(bound, *running));
+        }
+        if let [running, failed, ..] = pod.kwok[..] {
+            steps.failed.push(between(running, failed));
+        }
+    }
+    Ok(steps)
+}
+
+/// `from` → `to`, none when `to` is earlier.
+fn between(from: Timestamp, to: Timestamp) -> Duration {
+    Duration::try_from(to.duration_since(from)).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One completed request as the audit log has it.
+    fn line(verb: &str, sub: Option<&str>, name: &str, agent: &str, at: (&str, &str)) -> String {
+        let mut object = serde_json::json!({"resource": "pods", "namespace": "ns", "name": name});
+        if let Some(sub) = sub {
+            object["subresource"] = sub.into();
+        }
+        serde_json::json!({
+            "stage": "ResponseComplete", "verb": verb, "userAgent": agent, "objectRef": object,
+            "responseStatus": {"code": 201},
+            "requestReceivedTimestamp": format!("2026-11-29T05:00:{}Z", at.0),
+            "stageTimestamp": format!("2026-11-29T05:00:{}Z", at.1),
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn a_pod_s_steps_are_its_binding_and_kwok_s_first_two_patches() {
+        let dir = std::env::temp_dir().join(format!("pod-steps-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kwok = "kwok/v0.8.0";
+        let log = [
+            // Created before the window: not a storm pod.
+            line("create", None, "a-1", "op", ("00.000", "00.010")),
+            line("create", None, "a-2", "op", ("10.000", "10.050")),
+            line(
+                "create",
+                Some("binding"),
+                "a-2",
+                "sched",
+                ("10.100", "10.150"),
+            ),
+            line("patch", Some("status"), "a-2", kwok, ("11.000", "11.150")),
+            line("patch", Some("status"), "a-2", kwok, ("13.000", "13.150")),
+            line("patch", Some("status"), "a-2", kwok, ("20.000", "20.020")),
+            // Bound, never run in the log.
+            line("create", None, "b-7", "op", ("12.000", "12.000")),
+            line(
+                "create",
+                Some("binding"),
+                "b-7",
+                "sched",
+                ("12.500", "12.500"),
+            ),
+            // Left out by name.
+            line("create", None, "newcomer-0-1", "op", ("12.000", "12.000")),
+            line(
+                "create",
+                Some("binding"),
+                "newcomer-0-1",
+                "sched",
+                ("14.000", "14.000"),
+            ),
+        ];
+        std::fs::write(dir.join("audit.log"), log.join("\n") + "\n").unwrap();
+        let window = (
+            "2026-11-29T05:00:05Z".parse().unwrap(),
+            "2026-11-29T05:00:30Z".parse().unwrap(),
+        );
+        let steps = pod_steps(&dir, "ns", window, Some("newcomer-")).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let ms = |ms: &[u64]| {
+            ms.iter()
+                .map(|&m| Duration::from_millis(m))
+                .collect::<Vec<_>>()
+        };
+        let mut bound = steps.bound.clone();
+        bound.sort();
+        assert_eq!(bound, ms(&[100, 500]));
+        assert_eq!(steps.running, ms(&[1000]));
+        assert_eq!(
+            steps.failed,
+            ms(&[2000]),
+            "the first two patches, not the last"
+        );
+        assert_eq!(steps.kwok_patch, ms(&[150, 150, 20]));
+    }
 }

@@ -265,6 +265,11 @@ async fn storm(client: &Client, options: &Options, m: &mut Measured) -> anyhow::
         (wall0, wall1),
         Some(NEWCOMER),
     )?;
+    let steps = audit::pod_steps(&options.audit_dir, &ns, (wall0, wall1), Some(NEWCOMER))?;
+    m.samples.bound_ms = millis(&steps.bound);
+    m.samples.running_ms = millis(&steps.running);
+    m.samples.failed_ms = millis(&steps.failed);
+    m.samples.kwok_patch_ms = millis(&steps.kwok_patch);
     let latencies = first_pod_latencies(&options.audit_dir, &ns, newcomers.iter())?;
     m.storm_newcomers = newcomers.len();
     m.storm_newcomers_timed = latencies.len();

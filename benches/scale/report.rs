@@ -119,6 +119,16 @@ pub struct Samples {
     pub seen_pod_ms: Vec<f64>,
     pub replace_ms: Vec<f64>,
     pub storm_newcomer_ms: Vec<f64>,
+    /// A storm pod's steps (`audit::PodSteps`): created → bound, bound → Running, Running →
+    /// Failed; and kwok's status patches, received → served.
+    #[serde(default)]
+    pub bound_ms: Vec<f64>,
+    #[serde(default)]
+    pub running_ms: Vec<f64>,
+    #[serde(default)]
+    pub failed_ms: Vec<f64>,
+    #[serde(default)]
+    pub kwok_patch_ms: Vec<f64>,
 }
 
 fn one() -> usize {
@@ -177,6 +187,10 @@ pub fn pool(runs: &[Measured]) -> Measured {
         seen_pod_ms: samples(|s| &s.seen_pod_ms),
         replace_ms: samples(|s| &s.replace_ms),
         storm_newcomer_ms: samples(|s| &s.storm_newcomer_ms),
+        bound_ms: samples(|s| &s.bound_ms),
+        running_ms: samples(|s| &s.running_ms),
+        failed_ms: samples(|s| &s.failed_ms),
+        kwok_patch_ms: samples(|s| &s.kwok_patch_ms),
     };
     let mut pooled = Measured {
         controller: first.controller.clone(),
@@ -386,6 +400,33 @@ pub fn table(op: &Measured, bare: &Measured) -> String {
     ] {
         row(what, ms(a), ms(b), ratio(a, b));
     }
+    // Where the rest of a restart's time went: the scheduler's and kwok's steps (kwok runs a
+    // bound pod with no delay set and fails it a second after it runs).
+    let p50 = |samples: &[f64]| percentile(samples, 0.50);
+    for (what, a, b) in [
+        (
+            "a storm pod's steps, p50: created → bound (the scheduler)",
+            p50(&op.samples.bound_ms),
+            p50(&bare.samples.bound_ms),
+        ),
+        (
+            "bound → Running (kwok, no delay set)",
+            p50(&op.samples.running_ms),
+            p50(&bare.samples.running_ms),
+        ),
+        (
+            "Running → Failed (kwok, 1 s delay set)",
+            p50(&op.samples.failed_ms),
+            p50(&bare.samples.failed_ms),
+        ),
+        (
+            "kwok's pod status patch served, p50",
+            p50(&op.samples.kwok_patch_ms),
+            p50(&bare.samples.kwok_patch_ms),
+        ),
+    ] {
+        row(what, ms(a), ms(b), ratio(a, b));
+    }
     row(
         "failures of the storm still unreplaced up to 10 s after it (timed as replaced then)",
         format!("{} of {}", op.unreplaced, op.failures),
@@ -533,6 +574,10 @@ pub fn problems(m: &Measured) -> Vec<String> {
     );
     check(m.replace_p50_ms.is_some(), "no Failed → next pod latency");
     check(
+        !m.samples.bound_ms.is_empty() && !m.samples.kwok_patch_ms.is_empty(),
+        "no storm pod's binding or kwok status patch found in the audit log",
+    );
+    check(
         m.replace_p50_ms <= m.replace_p90_ms && m.replace_p90_ms <= m.replace_p99_ms,
         "latency percentiles out of order",
     );
@@ -624,6 +669,29 @@ mod tests {
             table.contains("| restarts done in a storm (the rounds' mean) | 40 | 40 | 1.00× |"),
             "{table}"
         );
+    }
+
+    #[test]
+    fn the_table_gives_where_a_storm_pod_s_time_went() {
+        let steps = |bound: &[f64], kwok: &[f64]| {
+            let mut m = round(&[5.0], 10, 1.0);
+            m.samples.bound_ms = bound.to_vec();
+            m.samples.running_ms = vec![1000.0];
+            m.samples.failed_ms = vec![2000.0, 3000.0, 2500.0];
+            m.samples.kwok_patch_ms = kwok.to_vec();
+            m
+        };
+        let op = pool(&[steps(&[50.0, 10.0], &[30.0]), steps(&[20.0], &[30.0])]);
+        let bare = steps(&[400.0, 100.0, 200.0], &[15.0, 20.0, 25.0]);
+        let table = table(&op, &bare);
+        for row in [
+            "| a storm pod's steps, p50: created → bound (the scheduler) | 20 ms | 200 ms | 0.10× |",
+            "| bound → Running (kwok, no delay set) | 1.00 s | 1.00 s | 1.00× |",
+            "| Running → Failed (kwok, 1 s delay set) | 2.50 s | 2.50 s | 1.00× |",
+            "| kwok's pod status patch served, p50 | 30 ms | 20 ms | 1.50× |",
+        ] {
+            assert!(table.contains(row), "{row}\n{table}");
+        }
     }
 
     #[test]
