@@ -99,14 +99,11 @@ pub fn created(
     let mut created = HashMap::new();
     each_request(dir, &format!("\"namespace\":\"{namespace}\""), |event| {
         let object = &event["objectRef"];
-        let succeeded = event["responseStatus"]["code"]
-            .as_u64()
-            .is_some_and(|code| (200..300).contains(&code));
         if event["verb"] != "create"
             || object["resource"] != resource
             || object["subresource"].is_string()
             || object["namespace"] != namespace
-            || !succeeded
+            || !succeeded(event)
         {
             return;
         }
@@ -117,6 +114,13 @@ pub fn created(
         }
     })?;
     Ok(created)
+}
+
+/// Whether the request succeeded (a 2xx answer).
+fn succeeded(event: &serde_json::Value) -> bool {
+    event["responseStatus"]["code"]
+        .as_u64()
+        .is_some_and(|code| (200..300).contains(&code))
 }
 
 /// How many of `requests` change something.
@@ -166,10 +170,7 @@ pub fn pod_steps(
     let mut steps = PodSteps::default();
     each_request(dir, &format!("\"namespace\":\"{namespace}\""), |event| {
         let object = &event["objectRef"];
-        let succeeded = event["responseStatus"]["code"]
-            .as_u64()
-            .is_some_and(|code| (200..300).contains(&code));
-        if object["resource"] != "pods" || object["namespace"] != namespace || !succeeded {
+        if object["resource"] != "pods" || object["namespace"] != namespace || !succeeded(event) {
             return;
         }
         let (Some(name), Some(received), Some(done)) = (
