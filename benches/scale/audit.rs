@@ -142,7 +142,7 @@ pub fn writes(requests: &Requests) -> u64 {
 /// scheduler, and the simulated kubelet's first two status patches (kwok runs it, then fails
 /// it), each the moment the API server completed the request; and how long kwok's status
 /// patches waited on the API server (received → completed).
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Debug, Default)]
 pub struct PodSteps {
     /// Created → bound, bound → Running, Running → Failed, for the pods that took each step.
     pub bound: Vec<Duration>,
@@ -215,7 +215,7 @@ pub fn pod_steps(
 }
 
 /// `from` → `to`, none when `to` is earlier.
-fn between(from: Timestamp, to: Timestamp) -> Duration {
+pub fn between(from: Timestamp, to: Timestamp) -> Duration {
     Duration::try_from(to.duration_since(from)).unwrap_or_default()
 }
 

@@ -361,10 +361,8 @@ fn first_pod_latencies<'a>(
     let pods_at = audit::created(audit_dir, namespace, "pods")?;
     Ok(agents
         .filter_map(|agent| {
-            let since = pods_at
-                .get(&pod_name(agent, 1))?
-                .duration_since(*agents_at.get(agent)?);
-            Some(Duration::try_from(since).unwrap_or_default())
+            let pod = *pods_at.get(&pod_name(agent, 1))?;
+            Some(audit::between(*agents_at.get(agent)?, pod))
         })
         .collect())
 }

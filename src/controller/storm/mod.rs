@@ -55,11 +55,10 @@ pub struct StormConfig {
     pub spread: Duration,
     /// Records written a second, on average, while many wait: each waits longer than `wait`
     /// when as many records are held as `pace` would write in `wait` (the most held while it
-    /// waits: `Held::queued`). An Agent's status write
-    /// costs the API server 10 to 20 ms of CPU (an Agent with a ten-entry history, by
-    /// JSON merge patch or by apply alike; 0.7 ms of it for each entry), several times a
-    /// pod's; at 20 to 30 a second the
-    /// pods created meanwhile waited two to three times as long as the baseline's.
+    /// waits: `Held::queued`). An Agent's status write costs the API server 10 to 20 ms of CPU
+    /// (an Agent with a ten-entry history, by JSON merge patch or by apply alike; 0.7 ms of it
+    /// for each entry), several times a pod's; at 20 to 30 a second the pods created meanwhile
+    /// waited two to three times as long as the baseline's.
     pub pace: f64,
     /// How long a record waits at most, however many wait (and at most `UNRECORDED` failures).
     pub max_wait: Duration,
