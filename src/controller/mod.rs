@@ -131,7 +131,8 @@ pub struct Context {
     finished: Arc<finished::FinishedPods>,
     /// When restart records wait out a crash storm, and those waiting.
     storm: storm::StormConfig,
-    held: storm::Held,
+    /// The records held back, in every scope: one pace of writes for the process.
+    held: Arc<storm::Held>,
     /// Namespaces being deleted, where Agents are left alone (see `terminating`).
     terminating: terminating::Terminating,
 }
@@ -167,14 +168,18 @@ pub async fn run(
         creates.clone(),
         config.storm,
     );
+    let shared = scope::Shared {
+        budget: budget.clone(),
+        events,
+        creates,
+        held: Arc::new(storm::Held::default()),
+    };
     let tasks = scopes.into_iter().map(|scope| {
         scope::run_scope(
             client.clone(),
             scope,
             &config,
-            budget.clone(),
-            events.clone(),
-            creates.clone(),
+            shared.clone(),
             shutdown.clone(),
         )
         .boxed()

@@ -47,15 +47,30 @@ where
     (tx, rx.map(Ok))
 }
 
+/// What every scope of the process shares.
+#[derive(Clone)]
+pub(super) struct Shared {
+    pub budget: Arc<budget::Budget>,
+    /// One bound on the Events waiting.
+    pub events: events::Sender,
+    pub creates: Arc<catch_up::Creates>,
+    /// One pace of held records' writes (`storm::StormConfig::turns`).
+    pub held: Arc<storm::Held>,
+}
+
 pub(super) async fn run_scope(
     client: Client,
     scope: Option<String>,
     config: &Config,
-    budget: Arc<budget::Budget>,
-    events: events::Sender,
-    creates: Arc<catch_up::Creates>,
+    shared: Shared,
     shutdown: impl Future<Output = ()> + Clone + Send + Sync + 'static,
 ) {
+    let Shared {
+        budget,
+        events,
+        creates,
+        held,
+    } = shared;
     let within = scope.as_deref().unwrap_or("all namespaces");
     let mut watches = Watches::new(config.health.clone(), config.faults);
     let owned = watcher::Config::default().labels(AGENT_LABEL);
@@ -215,7 +230,7 @@ pub(super) async fn run_scope(
         paused: catch_up::Paused::default(),
         finished,
         storm: config.storm,
-        held: storm::Held::default(),
+        held,
         terminating: Default::default(),
     });
     config.metrics.watch_agents(agents.clone());

@@ -305,11 +305,6 @@ fn a_record_waits_behind_the_most_that_waited_with_it() {
     let held = Held::default();
     let now = Instant::now();
     let most = StormConfig::default().max_wait;
-    let named = |name: &str| {
-        let mut agent = agent("5");
-        agent.metadata.name = Some(name.into());
-        agent
-    };
     for i in 0..200 {
         held.hold(&named(&format!("other-{i}")), restarted().status, now, i);
     }
@@ -366,6 +361,7 @@ fn records_of_agents_gone_unseen_are_forgotten_in_time() {
         status: restarted().status,
         since,
         queued: 0,
+        turn: None,
     };
     let key = |name: &str| ("ns".to_string(), name.to_string());
     let mut records = Records::default();
@@ -392,4 +388,84 @@ fn records_of_agents_gone_unseen_are_forgotten_in_time() {
 fn as_many_failures_wait_as_a_default_history_keeps() {
     let limit = crate::api::defaults::history_limit();
     assert_eq!(UNRECORDED, usize::try_from(limit).expect("a small number"));
+}
+
+fn named(name: &str) -> Agent {
+    let mut agent = agent("5");
+    agent.metadata.name = Some(name.into());
+    agent
+}
+
+#[test]
+fn records_due_together_are_written_in_turns_before_they_are_due() {
+    let held = Held::default();
+    let now = Instant::now();
+    let due = now + Duration::from_secs(10);
+    let turn = || Turn {
+        now,
+        due,
+        per_second: 8.0,
+    };
+    let mut at: Vec<Instant> = (0..20)
+        .map(|i| {
+            held.hold_for_turn(
+                &named(&format!("a-{i}")),
+                restarted().status,
+                now,
+                0,
+                turn(),
+            )
+        })
+        .collect();
+    assert!(at.iter().all(|t| *t <= due && *t >= now), "never late");
+    assert!(
+        at[0] > due - Duration::from_millis(125),
+        "the first takes the last turn"
+    );
+    at.sort();
+    at.dedup();
+    assert_eq!(at.len(), 20, "one record a turn");
+    for pair in at.windows(2) {
+        let apart = pair[1] - pair[0];
+        assert!(
+            apart > Duration::from_millis(120) && apart < Duration::from_millis(130),
+            "{apart:?}"
+        );
+    }
+    // Taken again, a record's turn is the one it gave back; released, its turn is free.
+    let again = held.hold_for_turn(&named("a-0"), restarted().status, now, 0, turn());
+    assert_eq!(again, *at.last().unwrap());
+    held.release(&named("a-0"));
+    let next = held.hold_for_turn(&named("b"), restarted().status, now, 0, turn());
+    assert_eq!(next, *at.last().unwrap());
+}
+
+#[test]
+fn a_record_without_a_free_turn_is_written_when_due() {
+    let held = Held::default();
+    let now = Instant::now();
+    let due = now + Duration::from_millis(300);
+    let turn = |per_second| Turn {
+        now,
+        due,
+        per_second,
+    };
+    let at: Vec<Instant> = (0..6)
+        .map(|i| {
+            held.hold_for_turn(
+                &named(&format!("a-{i}")),
+                restarted().status,
+                now,
+                0,
+                turn(8.0),
+            )
+        })
+        .collect();
+    // Two or three turns come within 300 ms: those after them wait until they are due.
+    let turned = at.iter().filter(|t| **t < due).count();
+    assert!((2..=3).contains(&turned), "{turned} of {at:?}");
+    assert!(at[turned..].iter().all(|t| *t == due));
+    // No turns at all: every record is written when due.
+    let none = held.hold_for_turn(&named("b"), restarted().status, now, 0, turn(0.0));
+    assert_eq!(none, due);
 }
