@@ -418,7 +418,8 @@ impl Held {
     }
 
     /// Holds `status` as `agent`'s record, decided on `agent` (the Agent as written), waiting
-    /// since `since` behind `queued` records.
+    /// since `since` behind `queued` records, without a turn (the tests' way in).
+    #[cfg(test)]
     pub fn hold(&self, agent: &Agent, status: AgentStatus, since: Instant, queued: usize) {
         self.keep(agent, status, since, queued, None);
     }
