@@ -349,7 +349,7 @@ impl Records {
         let number =
             |at: Instant| at.saturating_duration_since(self.origin).as_secs_f64() * turn.per_second;
         let (first, last) = (number(turn.now).ceil(), number(turn.due).floor());
-        if first > last || last >= u64::MAX as f64 {
+        if first > last {
             return None;
         }
         let (first, mut free) = (first as u64, last as u64);
@@ -421,11 +421,18 @@ impl Held {
     /// since `since` behind `queued` records, without a turn (the tests' way in).
     #[cfg(test)]
     pub fn hold(&self, agent: &Agent, status: AgentStatus, since: Instant, queued: usize) {
-        self.keep(agent, status, since, queued, None);
+        let now = Instant::now();
+        let none = Turn {
+            now,
+            due: now,
+            per_second: 0.0,
+        };
+        self.hold_for_turn(agent, status, since, queued, none);
     }
 
-    /// Holds `status` as `hold` does, and takes its turn to be written (`StormConfig::turns`):
-    /// when it is to be written, at its turn or when it is due.
+    /// Holds `status` as `agent`'s record, decided on `agent` (the Agent as written), waiting
+    /// since `since` behind `queued` records, and takes its turn to be written
+    /// (`StormConfig::turns`): when it is to be written, at its turn or when it is due.
     pub(super) fn hold_for_turn(
         &self,
         agent: &Agent,
@@ -434,38 +441,20 @@ impl Held {
         queued: usize,
         turn: Turn,
     ) -> Instant {
-        let at = self.keep(agent, status, since, queued, Some(&turn));
-        at.map_or(turn.due, |(_, at)| at)
-    }
-
-    fn keep(
-        &self,
-        agent: &Agent,
-        status: AgentStatus,
-        since: Instant,
-        queued: usize,
-        turn: Option<&Turn>,
-    ) -> Option<(u64, Instant)> {
         let key = key(agent);
         let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
         held.sweep(Instant::now());
-        let turn = match turn {
-            Some(turn) => held.take_turn(&key, turn),
-            None => {
-                held.forget(&key);
-                None
-            }
-        };
+        let taken = held.take_turn(&key, &turn);
         let record = Record {
             uid: agent.uid().unwrap_or_default(),
             written: agent.status.clone().unwrap_or_default(),
             status,
             since,
             queued,
-            turn,
+            turn: taken,
         };
         held.by_agent.insert(key, record);
-        turn
+        taken.map_or(turn.due, |(_, at)| at)
     }
 
     /// How many records were held within `within` before `now`: one held longer is written at
