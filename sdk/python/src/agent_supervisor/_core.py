@@ -1,0 +1,281 @@
+"""The pure core: what an agent reports and says as it ends, checked and written in the words the
+operator reads. Nothing here does I/O; every check raises `ValueError` before anything is sent.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+PROGRESS_ANNOTATION = "supervisor.dev/progress"
+CHECKPOINT_ANNOTATION = "supervisor.dev/checkpoint"
+SPEND_ANNOTATION = "supervisor.dev/spend"
+
+#: A checkpoint reference is at most this many bytes (UTF-8).
+CHECKPOINT_LIMIT = 1024
+#: The largest progress the operator takes: what the API server stores as an int64.
+PROGRESS_LIMIT = 2**63 - 1
+#: The operator keeps at most this many bytes of a reason; longer ones are cut here.
+REASON_LIMIT = 256
+#: The operator does not read a termination message longer than this.
+MESSAGE_LIMIT = 4096
+SHUTDOWN_KINDS = ("economic", "voluntary")
+#: Exit codes: a retry-after is a failure to restart later, a shutdown is not a failure.
+RETRY_AFTER_EXIT_CODE = 1
+SHUTDOWN_EXIT_CODE = 0
+
+# Go's time.ParseDuration without a sign, as the operator's API admits it.
+_DURATION = re.compile(r"^(0|([0-9]{1,6}(\.[0-9]{1,9})?(ns|us|µs|ms|s|m|h))+)$")
+_RFC3339 = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$"
+)
+_YEAR = 365 * 24 * 3600
+
+
+def check_progress(progress: object, floor: int | None) -> int:
+    """A progress to report: a whole number from 0 that is not below `floor`."""
+    if isinstance(progress, bool) or not isinstance(progress, int):
+        raise ValueError(f"progress must be a whole number (an int), not {progress!r}")
+    if not 0 <= progress <= PROGRESS_LIMIT:
+        raise ValueError(f"progress {progress} is not a whole number from 0 to {PROGRESS_LIMIT}")
+    if floor is not None and progress < floor:
+        raise ValueError(
+            f"progress {progress} is lower than the {floor} this attempt reported before: "
+            "progress only grows"
+        )
+    return progress
+
+
+def check_checkpoint(checkpoint: object) -> str:
+    """A checkpoint to report: a short, printable, non-empty reference to saved state."""
+    if not isinstance(checkpoint, str):
+        raise ValueError(f"checkpoint must be a str, not {type(checkpoint).__name__}")
+    reference = checkpoint.strip()
+    if not reference:
+        raise ValueError("checkpoint is empty: report a reference to state, or no checkpoint")
+    size = len(reference.encode())
+    if size > CHECKPOINT_LIMIT:
+        raise ValueError(
+            f"checkpoint of {size} bytes is longer than {CHECKPOINT_LIMIT}: report a reference "
+            "to the state (an object-store key, a step id), not the state"
+        )
+    if any(unicodedata.category(ch) == "Cc" for ch in reference):
+        raise ValueError("checkpoint holds control characters (a line break, an escape)")
+    return reference
+
+
+def _cost(value: object) -> Decimal:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float, Decimal)):
+        raise ValueError(f'spend "cost" must be a decimal string such as "0.42", not {value!r}')
+    try:
+        cost = Decimal(str(value).strip() if not isinstance(value, Decimal) else value)
+    except InvalidOperation:
+        raise ValueError(f'spend "cost" {value!r} is not a decimal number such as "0.42"') from None
+    if not cost.is_finite() or cost < 0:
+        raise ValueError(f'spend "cost" {value!r} must be a finite number from 0')
+    return cost
+
+
+def _tokens(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f'spend "tokens" must be a whole number from 0, not {value!r}')
+    return value
+
+
+def check_spend(spend: object, before: Mapping[str, Decimal | int]) -> dict[str, Decimal | int]:
+    """This attempt's spend so far, merged over `before`: neither may go back within an attempt."""
+    if not isinstance(spend, Mapping) or not spend:
+        raise ValueError('spend must be a dict such as {"cost": "0.42", "tokens": 18000}')
+    unknown = sorted(str(k) for k in spend if k not in ("cost", "tokens"))
+    if unknown:
+        raise ValueError(f'spend knows "cost" and "tokens", not {", ".join(unknown)}')
+    merged = dict(before)
+    if "cost" in spend:
+        merged["cost"] = _cost(spend["cost"])
+    if "tokens" in spend:
+        merged["tokens"] = _tokens(spend["tokens"])
+    for key, value in merged.items():
+        if key in before and value < before[key]:
+            raise ValueError(
+                f"spend {key} {value} is lower than the {before[key]} reported before: report "
+                "this attempt's spend so far, which only grows"
+            )
+    return merged
+
+
+def spend_value(spend: Mapping[str, Decimal | int]) -> dict[str, str | int]:
+    """Spend as the operator reads it: `cost` a decimal string, `tokens` an integer."""
+    out: dict[str, str | int] = {}
+    if "cost" in spend:
+        out["cost"] = format(Decimal(spend["cost"]), "f")
+    if "tokens" in spend:
+        out["tokens"] = int(spend["tokens"])
+    return out
+
+
+def format_duration(seconds: float | Decimal) -> str:
+    """`seconds` in Go's duration format (`15m`, `1h30m`, `2.5s`), to the millisecond."""
+    total = round(Decimal(str(seconds)) * 1000)
+    hours, rest = divmod(total, 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    secs, millis = divmod(rest, 1000)
+    if total < 1000:
+        return f"{millis}ms" if total else "0s"
+    if hours > 999_999:
+        raise ValueError(f"retry after {seconds}s is too far away")
+    text = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "")
+    if millis:
+        text += f"{secs}.{millis:03d}".rstrip("0") + "s"
+    elif secs:
+        text += f"{secs}s"
+    return text
+
+
+def _rfc3339(text: str) -> str | None:
+    match = _RFC3339.match(text)
+    if not match:
+        return None
+    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
+    try:
+        datetime(year, month, day, hour, minute, min(second, 59))
+    except ValueError:
+        return None
+    offset = match.group(8)
+    if offset not in ("Z", "z") and (int(offset[1:3]) > 23 or int(offset[4:6]) > 59):
+        return None
+    return text
+
+
+def check_retry_after(when: object) -> str:
+    """When to be restarted, as the operator reads it: a duration (`"15m"`), a number of seconds,
+    a `timedelta`, an RFC 3339 time or a timezone-aware `datetime`."""
+    if isinstance(when, bool):
+        raise ValueError(f"retry after {when!r}: give a duration such as '15m' or a time")
+    if isinstance(when, timedelta):
+        when = when.total_seconds()
+    if isinstance(when, (int, float, Decimal)):
+        if not math.isfinite(when) or not 0 <= when <= _YEAR:
+            raise ValueError(f"retry after {when} seconds: give a number from 0 to a year")
+        return format_duration(when)
+    if isinstance(when, datetime):
+        if when.tzinfo is None or when.utcoffset() is None:
+            raise ValueError("retry after a datetime without a timezone: give an aware one")
+        utc = when.astimezone(timezone.utc)
+        return utc.strftime("%Y-%m-%dT%H:%M:%S.%f").rstrip("0").rstrip(".") + "Z"
+    if isinstance(when, str):
+        text = when.strip()
+        if 0 < len(text) <= 64:
+            if _DURATION.match(text):
+                return text
+            if text.isascii() and text.isdigit() and int(text) <= _YEAR:
+                return text
+            if _rfc3339(text):
+                return text
+        raise ValueError(
+            f"retry after {when!r}: write a duration such as '30s', '15m' or '1h30m', or an "
+            "RFC 3339 time such as '2026-11-22T10:00:00Z'"
+        )
+    raise ValueError(f"retry after {when!r}: give a duration such as '15m' or a time")
+
+
+def check_kind(kind: object) -> str:
+    """A shutdown's kind: `economic` or `voluntary`."""
+    if isinstance(kind, str) and kind.strip().lower() in SHUTDOWN_KINDS:
+        return kind.strip().lower()
+    raise ValueError(f"shutdown kind {kind!r} is not one of: {', '.join(SHUTDOWN_KINDS)}")
+
+
+def check_reason(reason: object) -> str:
+    """A reason for a person, cut to `REASON_LIMIT` bytes on a character boundary."""
+    if not isinstance(reason, str):
+        raise ValueError(f"reason must be a str, not {type(reason).__name__}")
+    data = reason.strip().encode()[:REASON_LIMIT]
+    return data.decode(errors="ignore")
+
+
+def micro_time(now: datetime) -> str:
+    """A Kubernetes MicroTime: RFC 3339 in UTC with microseconds."""
+    return now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def renewal(holder: str, now: datetime, *, first: bool = False) -> dict[str, Any]:
+    """The merge patch that renews the Lease: held by `holder`, renewed `now`.
+
+    The first renewal of an attempt also says when it was acquired and takes away the spend of
+    the attempt before (spend is per attempt; that one's is already told).
+    """
+    spec: dict[str, Any] = {"holderIdentity": holder, "renewTime": micro_time(now)}
+    patch: dict[str, Any] = {"spec": spec}
+    if first:
+        spec["acquireTime"] = spec["renewTime"]
+        patch["metadata"] = {"annotations": {SPEND_ANNOTATION: None}}
+    return patch
+
+
+@dataclass
+class Reports:
+    """What this attempt reported so far, to check the next report against."""
+
+    #: The progress recorded before this attempt (`AGENT_PROGRESS`): a lower one is not sent (the
+    #: operator would ignore it), as after resuming from a checkpoint older than the last report.
+    handed: int | None = None
+    progress: int | None = None
+    checkpoint: str | None = None
+    spend: dict[str, Decimal | int] = field(default_factory=dict)
+
+    def floor(self) -> int | None:
+        """The progress to pass for a report of progress to be news: handed or reported."""
+        known = [p for p in (self.handed, self.progress) if p is not None]
+        return max(known) if known else None
+
+    def _sent(self, progress: int | None) -> bool:
+        return progress is not None and (self.handed is None or progress >= self.handed)
+
+    def take(
+        self, progress: object = None, checkpoint: object = None, spend: object = None
+    ) -> dict[str, str]:
+        """Checks a report whole, then remembers it; returns the Lease annotations it sets.
+
+        A progress lower than one this attempt reported raises `ValueError`; one lower than
+        `handed` is remembered but not sent.
+        """
+        if progress is None and checkpoint is None and spend is None:
+            raise ValueError("report() needs progress=, checkpoint= or spend=")
+        annotations: dict[str, str] = {}
+        new_progress = None if progress is None else check_progress(progress, self.progress)
+        new_checkpoint = None if checkpoint is None else check_checkpoint(checkpoint)
+        new_spend = None if spend is None else check_spend(spend, self.spend)
+        if new_progress is not None:
+            self.progress = new_progress
+            if self._sent(new_progress):
+                annotations[PROGRESS_ANNOTATION] = str(new_progress)
+        if new_checkpoint is not None:
+            self.checkpoint = new_checkpoint
+            annotations[CHECKPOINT_ANNOTATION] = new_checkpoint
+        if new_spend is not None:
+            self.spend = new_spend
+            annotations[SPEND_ANNOTATION] = json.dumps(
+                spend_value(new_spend), separators=(",", ":")
+            )
+        return annotations
+
+    def last_words(self, typed: Mapping[str, str]) -> str:
+        """The typed termination message: `typed` (shutdown or retryAfter, and a reason) with the
+        progress, checkpoint and spend reported so far."""
+        message: dict[str, Any] = dict(typed)
+        if self._sent(self.progress):
+            message["progress"] = self.progress
+        if self.checkpoint is not None:
+            message["checkpoint"] = self.checkpoint
+        if self.spend:
+            message["spend"] = spend_value(self.spend)
+        # At most 2 KiB of escaped checkpoint and 512 bytes of escaped reason: always within
+        # MESSAGE_LIMIT (checked by the tests).
+        return json.dumps(message, ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,80 @@
+"""Fixtures: an agent's environment in a pod the operator runs (with the Lease API stood in for
+in-process), and on a laptop (nothing supervises it)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fake_apiserver import FakeApiServer
+
+NAMESPACE = "team"
+LEASE = "agent-7"
+POD = "agent-7-3"
+
+AGENT_VARIABLES = (
+    "AGENT_NAME",
+    "AGENT_NAMESPACE",
+    "AGENT_POD_NAME",
+    "AGENT_RESTART_COUNT",
+    "AGENT_LAST_FAILURE_REASON",
+    "AGENT_HEARTBEAT_LEASE",
+    "AGENT_CHECKPOINT",
+    "AGENT_PROGRESS",
+    "AGENT_TERMINATION_LOG",
+)
+
+
+@pytest.fixture
+def apiserver() -> Iterator[FakeApiServer]:
+    with FakeApiServer() as fake:
+        fake.add_lease(NAMESPACE, LEASE, duration=30)
+        yield fake
+
+
+@pytest.fixture
+def laptop(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """No AGENT_* variables and no cluster; returns where a termination log would go."""
+    for key in AGENT_VARIABLES:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
+    return tmp_path / "termination-log"
+
+
+@pytest.fixture
+def pod(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, apiserver: FakeApiServer, laptop: Path
+) -> Path:
+    """The variables the operator sets, a kubeconfig for the stand-in API server; returns the
+    termination log's path."""
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fake", "cluster": {"server": apiserver.url}}],
+        "users": [{"name": "agent", "user": {"token": "t"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "agent"}}],
+        "current-context": "fake",
+    }
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps(kubeconfig))
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.delenv(proxy, raising=False)
+    env = {
+        "AGENT_NAME": LEASE,
+        "AGENT_NAMESPACE": NAMESPACE,
+        "AGENT_POD_NAME": POD,
+        "AGENT_RESTART_COUNT": "3",
+        "AGENT_LAST_FAILURE_REASON": "OOMKilled",
+        "AGENT_HEARTBEAT_LEASE": LEASE,
+        "AGENT_CHECKPOINT": "s3://bucket/run-7/step-100",
+        "AGENT_PROGRESS": "100",
+        "AGENT_TERMINATION_LOG": str(laptop),
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return laptop

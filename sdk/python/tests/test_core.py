@@ -1,0 +1,142 @@
+"""The pure core: the words the operator reads."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+
+import pytest
+
+from agent_supervisor import _core
+
+
+@pytest.mark.parametrize(
+    ("when", "written"),
+    [
+        ("15m", "15m"),
+        (" 1h30m ", "1h30m"),
+        ("250ms", "250ms"),
+        ("0", "0"),
+        ("120", "120"),
+        (90, "1m30s"),
+        (0.25, "250ms"),
+        (1.5, "1.5s"),
+        (0, "0s"),
+        (Decimal("5400"), "1h30m"),
+        (timedelta(minutes=15), "15m"),
+        (timedelta(hours=2, seconds=3), "2h3s"),
+        ("2026-11-22T10:00:00Z", "2026-11-22T10:00:00Z"),
+        ("2026-11-22T10:00:00.5+01:00", "2026-11-22T10:00:00.5+01:00"),
+        (
+            datetime(2026, 11, 22, 11, 0, tzinfo=timezone(timedelta(hours=1))),
+            "2026-11-22T10:00:00Z",
+        ),
+        (datetime(2026, 11, 22, 10, 0, 0, 250000, tzinfo=timezone.utc), "2026-11-22T10:00:00.25Z"),
+    ],
+)
+def test_retry_after_is_written_as_the_operator_reads_it(when: object, written: str) -> None:
+    assert _core.check_retry_after(when) == written
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        "soon",
+        "",
+        "1.5",
+        "-1s",
+        "1d",
+        "1234567h",
+        "15 m",
+        "2026-11-22",
+        "2026-11-22T10:00:00",
+        "2026-11-22T25:00:00Z",
+        "2026-02-30T10:00:00Z",
+        "2026-11-22T10:00:00+24:00",
+        "9" * 65,
+        -1,
+        float("nan"),
+        float("inf"),
+        400 * 24 * 3600,
+        timedelta(seconds=-1),
+        datetime(2026, 11, 22, 10, 0),
+        True,
+        None,
+        [15],
+    ],
+)
+def test_bad_retry_after_is_refused(when: object) -> None:
+    with pytest.raises(ValueError, match="retry after"):
+        _core.check_retry_after(when)
+
+
+def test_progress_is_bounded_as_the_api_server_stores_it() -> None:
+    assert _core.check_progress(2**63 - 1, None) == 2**63 - 1
+    assert _core.check_progress(0, None) == 0
+    assert _core.check_progress(7, 7) == 7
+
+
+def test_checkpoints_are_checked_as_the_operator_checks_them() -> None:
+    assert _core.check_checkpoint("  s3://b/k  ") == "s3://b/k"
+    assert _core.check_checkpoint("x" * 1024) == "x" * 1024
+    assert _core.check_checkpoint("<b>ünïcode</b>\u200b") == "<b>ünïcode</b>\u200b"
+    for bad in ("a\tb", "a\x1b[31m", "a\x7f"):
+        with pytest.raises(ValueError, match="control"):
+            _core.check_checkpoint(bad)
+
+
+def test_spend_is_written_with_cost_a_decimal_string() -> None:
+    reports = _core.Reports()
+    annotations = reports.take(spend={"cost": Decimal("0.420"), "tokens": 18000})
+    assert json.loads(annotations[_core.SPEND_ANNOTATION]) == {"cost": "0.420", "tokens": 18000}
+    assert json.loads(reports.take(spend={"cost": 0.5})[_core.SPEND_ANNOTATION])["cost"] == "0.5"
+    assert json.loads(reports.take(spend={"cost": "1e2"})[_core.SPEND_ANNOTATION])["cost"] == "100"
+
+
+def test_reasons_are_cut_on_a_character_boundary() -> None:
+    reason = _core.check_reason("é" * 200)
+    assert len(reason.encode()) <= _core.REASON_LIMIT
+    assert reason == "é" * 128
+
+
+def test_the_longest_message_is_within_what_the_operator_reads() -> None:
+    reports = _core.Reports()
+    reports.take(
+        progress=2**63 - 1,
+        checkpoint='"\\' * 512,
+        spend={"cost": "9" * 30 + "." + "9" * 30, "tokens": 2**63},
+    )
+    typed = {
+        "retryAfter": "2026-11-22T10:00:00.123456789+01:00",
+        "reason": _core.check_reason('"' * 999),
+    }
+    message = reports.last_words(typed)
+    assert len(message.encode()) <= _core.MESSAGE_LIMIT
+    assert json.loads(message)["checkpoint"] == '"\\' * 512
+
+
+def test_the_renewal_is_a_merge_patch_of_the_holder_and_the_time() -> None:
+    now = datetime(2026, 11, 22, 10, 0, 0, 5, tzinfo=timezone.utc)
+    assert _core.renewal("pod-1", now) == {
+        "spec": {"holderIdentity": "pod-1", "renewTime": "2026-11-22T10:00:00.000005Z"}
+    }
+    first = _core.renewal("pod-1", now, first=True)
+    assert first["spec"]["acquireTime"] == "2026-11-22T10:00:00.000005Z"
+    assert first["metadata"] == {"annotations": {_core.SPEND_ANNOTATION: None}}
+
+
+def test_a_progress_below_the_handed_one_is_remembered_not_told() -> None:
+    reports = _core.Reports(handed=120)
+    assert reports.take(progress=80, checkpoint="step-80") == {
+        _core.CHECKPOINT_ANNOTATION: "step-80"
+    }
+    assert json.loads(reports.last_words({"shutdown": "voluntary"})) == {
+        "shutdown": "voluntary",
+        "checkpoint": "step-80",
+    }
+    assert reports.floor() == 120
+    with pytest.raises(ValueError, match="lower than the 80"):
+        reports.take(progress=79)
+    assert reports.take(progress=120) == {_core.PROGRESS_ANNOTATION: "120"}
+    assert json.loads(reports.last_words({}))["progress"] == 120

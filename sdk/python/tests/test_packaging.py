@@ -1,0 +1,30 @@
+"""The tests run against the installed wheel, and the wheel is what a user gets."""
+
+from __future__ import annotations
+
+import json
+from importlib import metadata, resources
+from pathlib import Path
+
+import agent_supervisor
+
+SOURCE = Path(__file__).resolve().parents[1] / "src"
+
+
+def test_the_wheel_is_what_is_tested_unless_installed_editable() -> None:
+    origin = json.loads(
+        metadata.distribution("agent-supervisor").read_text("direct_url.json") or "{}"
+    )
+    installed = Path(agent_supervisor.__file__).resolve()
+    editable = origin.get("dir_info", {}).get("editable", False)
+    assert (SOURCE in installed.parents) == editable, "hack/sdk.sh tests the built wheel"
+
+
+def test_the_wheel_is_typed_and_complete() -> None:
+    files = resources.files("agent_supervisor")
+    assert files.joinpath("py.typed").is_file()
+    dist = metadata.distribution("agent-supervisor")
+    assert dist.version == agent_supervisor.__version__
+    assert dist.metadata["Requires-Python"] == ">=3.10"
+    requires = dist.requires or []
+    assert [r for r in requires if "extra" not in r] == ["lightkube<2,>=1.0.1"]
