@@ -5,7 +5,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 CARGO ?= cargo
 
-.PHONY: all tools cluster-up cluster-down cluster-env crds demo test bench-scale fmt fmt-check clippy unit integration
+.PHONY: all tools cluster-up cluster-down cluster-env crds demo test bench-scale fmt fmt-check clippy unit integration sdk-test
 
 all: test
 
@@ -36,6 +36,10 @@ demo: tools
 ## test: format, lint, unit, property and integration tests against a real control plane
 test: fmt-check clippy tools
 	@hack/test.sh
+
+## sdk-test: run the Python SDK's tests (sdk/python: builds its wheel into a pinned venv, ruff, pytest)
+sdk-test:
+	@hack/sdk.sh
 
 ## bench-scale: the operator against a bare controller at scale, each on a control plane of its own
 ## (N=1000 agents, M=200 crash-looping for STORM=60 seconds; see the README's Performance section)

@@ -10,6 +10,7 @@ cd "$REPO_ROOT"
 export PATH="$TOOLS_PATH:$PATH"
 # Headless Chromium renders the status page in its test.
 hack/chromium.sh
+hack/sdk.sh
 
 if [[ -z "${TEST_KUBECONFIG:-}" ]]; then
   dir="$REPO_ROOT/target/test-cluster"
