@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make bench-scale: the operator against a bare baseline controller, one after the other, each on a
 # local control plane of its own started and warmed up the same way, in ROUNDS rounds, and one
-# table comparing them (see the README's Performance section).
+# table comparing them (see docs/performance.md).
 #
 #   N       Agents created at once in the converge phase (default 1000)
 #   M       crash-looping Agents in the storm (default 200)
@@ -24,7 +24,8 @@
 #                      AGENT_* environment) instead of the least pod: a diagnosis of what those
 #                      pods alone cost, not the baseline the targets are measured against
 #   BARE_RECORDS=1     the baseline also writes each Agent's status after every tenth restart,
-#                      as the operator does in a storm: what that record costs (a diagnosis too)
+#                      as the operator once did in a storm: what that record costs (a diagnosis
+#                      too)
 #   BENCH_ORDER=bare-first  measure the baseline first in the first round (by default the
 #                      operator goes first; on one BENCH_KUBECONFIG cluster the second begins
 #                      on what the first left in the API server, so the order is part of what
@@ -32,6 +33,13 @@
 #   BENCH_KEEP_LOGS=1  keep each control plane's logs, the audit log included, in
 #                      target/bench-scale/logs/{operator,bare}-ROUND/ when it stops (a
 #                      BENCH_KUBECONFIG cluster keeps its own)
+#
+# The status lag (a storm pod seen Failed → its attempt seen in its Agent's status.restartHistory;
+# an Agent created → a phase seen in its status) is the operator's figure: the baseline writes no
+# status (or, with BARE_RECORDS=1, a storm's every tenth restart), and its lag is not required.
+# At a storm's end its pods stop failing (the benchmark takes kwok's chaos label off them), and
+# its requests are counted until the controller has been idle for 15 s (at most 120 s): what it
+# does after the storm because of it counts too.
 #
 # Besides the table, each storm's restarts and requests second by second go to
 # target/bench-scale/{operator,bare}-ROUND-storm-seconds.md (`bench-scale seconds`); with
@@ -108,7 +116,7 @@ trap cleanup EXIT
 log "building the operator and the baseline ($PROFILE)"
 cargo build --locked --profile "$PROFILE" --bin agent-supervisor \
   --example bare-controller --example bench-scale
-bin="$REPO_ROOT/target/$([[ $PROFILE == dev ]] && echo debug || echo "$PROFILE")"
+bin="${CARGO_TARGET_DIR:-$REPO_ROOT/target}/$([[ $PROFILE == dev ]] && echo debug || echo "$PROFILE")"
 
 # 1000 pods a node: room for every pod of the larger phase, and some.
 bigger=$((N > M ? N : M))
@@ -150,12 +158,13 @@ control_plane() {
   "$bin/examples/bench-scale" warm-up --namespace "bench-warm-$run_id-$name-$round" --agents "$N"
 }
 
-# measure NAME USER_AGENT READY_CHECK NAMESPACE_PREFIX -- COMMAND...: starts the controller,
-# waits until READY_CHECK succeeds, runs the phases against it, stops it; what it measured goes
-# to $out/NAME-ROUND.json.
+# measure NAME USER_AGENT READY_CHECK NAMESPACE_PREFIX FLAGS -- COMMAND...: starts the
+# controller, waits until READY_CHECK succeeds, runs the phases against it (`bench-scale run`,
+# with the words of FLAGS added), stops it; what it measured goes to $out/NAME-ROUND.json.
 measure() {
-  local name=$1 user_agent=$2 ready=$3 prefix=$4 tag="$1-$round"
-  shift 5
+  local name=$1 user_agent=$2 ready=$3 prefix=$4 flags=() tag="$1-$round"
+  read -r -a flags <<<"$5"
+  shift 6
   log "$name: starting (round $round of $ROUNDS)"
   "$@" >"$out/$tag.log" 2>&1 &
   local pid=$!
@@ -180,7 +189,7 @@ measure() {
   "$bin/examples/bench-scale" run --controller "$name" --pid "$pid" --user-agent "$user_agent" "${plane[@]}" \
     --audit-dir "$audit_dir" --namespace-prefix "$prefix" --agents "$N" --storm-agents "$M" \
     --storm "$STORM" --quiet "$QUIET" ${STORM_BACKOFF:+--storm-backoff "$STORM_BACKOFF"} \
-    --out "$out/$tag.json"
+    "${flags[@]}" --out "$out/$tag.json"
   kill "$pid"
   wait "$pid" || true
   # The storm second by second (`bench-scale seconds`), while the audit log is still there.
@@ -191,12 +200,14 @@ measure() {
 run_id=$(printf '%04x' $((RANDOM % 65536)))
 port=$(free_port)
 measure_operator() {
-  measure operator "agent-supervisor/" "curl -sf http://127.0.0.1:$port/readyz" "$op_ns" -- \
+  # The operator records every change in its Agents' status: its status lag is required.
+  measure operator "agent-supervisor/" "curl -sf http://127.0.0.1:$port/readyz" "$op_ns" \
+    --status-records -- \
     "${OPERATOR_BIN:-$bin/agent-supervisor}" --leader-elect=false --namespaces="$op_ns-converge,$op_ns-storm" --status-addr= \
     --metrics-addr="127.0.0.1:$port" --restart-rate="$RESTART_RATE" --restart-burst="$RESTART_BURST"
 }
 measure_bare() {
-  measure bare "bare-controller/" "[[ \$(grep -c '^ready' '$out/bare-$round.log') -ge 2 ]]" "$bare_ns" -- \
+  measure bare "bare-controller/" "[[ \$(grep -c '^ready' '$out/bare-$round.log') -ge 2 ]]" "$bare_ns" "" -- \
     "${BARE_BIN:-$bin/examples/bare-controller}" --namespaces="$bare_ns-converge,$bare_ns-storm" \
     --pods="$BARE_PODS" "${bare_records[@]}"
 }

@@ -10,8 +10,8 @@
 //! and nothing else more: what those pods alone cost the API server shows apart from what the
 //! operator does (`BARE_PODS=operator make bench-scale`, a diagnosis, not the baseline).
 //!
-//! With `--records` it also writes each Agent's status as the operator does in a crash storm,
-//! where a record waits for ten failures (`storm::UNRECORDED`): after every tenth restart, one
+//! With `--records` it also writes each Agent's status as the operator once did in a crash
+//! storm, where a record waited for ten failures (`HELD`): after every tenth restart, one
 //! status write (server-side apply, as the operator's) with those ten restarts in its history,
 //! the last failure and the three conditions. What the record the contract asks for costs the
 //! control plane, measured on the least controller (`BARE_RECORDS=1 make bench-scale`, a
@@ -49,7 +49,8 @@ struct Args {
     /// `operator` (the operator's pod for the same attempt).
     #[arg(long, value_enum, default_value_t = Pods::Least)]
     pods: Pods,
-    /// Also write each Agent's status after every tenth restart, as the operator does in a storm.
+    /// Also write each Agent's status after every tenth restart, as the operator once did in a
+    /// storm.
     #[arg(long)]
     records: bool,
 }
@@ -197,11 +198,12 @@ async fn reconcile(agent: Arc<Agent>, ctx: Arc<Context>) -> Result<Action, Error
     Ok(Action::await_change())
 }
 
-/// How many failures the operator's record holds back in a storm, and so how many restarts
-/// `--records` writes at once.
-const HELD: u32 = agent_supervisor::controller::storm::UNRECORDED as u32;
+/// A status record every ten restarts, as the operator once did in a storm (it held up to ten
+/// failures back before writing them): how many restarts `--records` writes at once, and so
+/// what such a record costs the control plane, measured on the least controller.
+const HELD: u32 = 10;
 
-/// The status the operator writes in a storm when the pod of attempt `attempt` replaced the
+/// The status the operator once wrote in a storm when the pod of attempt `attempt` replaced the
 /// last failure held back: the last ten restarts, newest first, all at once and all for exit
 /// code 1, as the storm's pods fail.
 fn record(name: &str, attempt: u32) -> serde_json::Value {

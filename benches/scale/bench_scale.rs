@@ -1,5 +1,5 @@
-//! The measuring side of `make bench-scale` (hack/bench-scale.sh runs it; see the README's
-//! Performance section).
+//! The measuring side of `make bench-scale` (hack/bench-scale.sh runs it; see
+//! docs/performance.md).
 //!
 //!     bench-scale warm-up --namespace NS --agents N
 //!         makes N Agents and their pods directly in NS until all run, then deletes NS: the
@@ -9,9 +9,9 @@
 //!         namespaces PREFIX-converge and PREFIX-storm) and writes what it measured as JSON;
 //!     bench-scale table --operator FILE --bare FILE [--check]
 //!         prints the comparison as one markdown table; --check fails unless every figure is
-//!         present and sane (the smoke run of `make test`), never on a speed. Given several
-//!         rounds (--operator and --bare once each per round, in the same order), the table pools
-//!         them (`report::pool`) and a second one gives each round's storm apart;
+//!         present and sane (the smoke run of `make test`), never on a speed (`check`). Given
+//!         several rounds (--operator and --bare once each per round, in the same order), the
+//!         table pools them (`pool::pool`) and a second one gives each round's storm apart;
 //!     bench-scale seconds --audit-dir DIR --namespace NS
 //!         prints NS's restarts and requests second by second, from the audit log (which seconds
 //!         made a storm's percentiles, and who sent what in them).
@@ -19,13 +19,27 @@
 //! Agent created → its pod created is timed by the API server's clock, from the audit log. Every
 //! other time comes from this process's clock as it sees the watch events of ONE pod watch per
 //! phase (the API server orders them): the Failed update of a pod is always seen before the
-//! creation of its replacement.
+//! creation of its replacement. The status lag is timed between that pod watch and ONE Agent
+//! watch per phase (`agent_watch`): a pod seen Failed → its attempt first seen in its Agent's
+//! `status.restartHistory`, an Agent created → a phase first seen in its status. The storm's
+//! requests are counted in its window and until the controller is idle after it (`idle`).
 
+mod agent_watch;
 mod audit;
+mod check;
+mod finished;
+mod idle;
 mod phases;
 mod pod_watch;
+mod pool;
+mod procfs;
 mod report;
 mod seconds;
+mod storm;
+mod table;
+mod table_storm;
+mod warm_up;
+mod watch;
 
 use std::path::PathBuf;
 
@@ -39,7 +53,7 @@ struct Args {
 
 #[derive(Subcommand)]
 enum Command {
-    WarmUp(phases::WarmUp),
+    WarmUp(warm_up::WarmUp),
     Run(phases::Options),
     Table {
         /// One run's figures per round.
@@ -63,7 +77,7 @@ enum Command {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     match Args::parse().command {
-        Command::WarmUp(options) => phases::warm_up(options).await?,
+        Command::WarmUp(options) => warm_up::warm_up(options).await?,
         Command::Run(options) => {
             let out = options.out.clone();
             let result = phases::run(options).await?;
@@ -87,9 +101,9 @@ async fn main() -> anyhow::Result<()> {
             let (operator, bare) = (read(&operator)?, read(&bare)?);
             print!(
                 "{}",
-                report::table(&report::pool(&operator), &report::pool(&bare))
+                table::table(&pool::pool(&operator), &pool::pool(&bare))
             );
-            let by_round = report::by_round(&operator, &bare);
+            let by_round = table::by_round(&operator, &bare);
             if !by_round.is_empty() {
                 print!("\n{by_round}");
             }
@@ -97,7 +111,7 @@ async fn main() -> anyhow::Result<()> {
                 let problems: Vec<String> = operator
                     .iter()
                     .chain(&bare)
-                    .flat_map(report::problems)
+                    .flat_map(check::problems)
                     .collect();
                 if !problems.is_empty() {
                     anyhow::bail!(
