@@ -64,7 +64,7 @@ def test_renews_at_a_third_of_the_lease_duration(pod: Path, apiserver: FakeApiSe
             await asyncio.sleep(1.2)
 
     asyncio.run(agent())
-    assert 3 <= len(apiserver.patches()) <= 5
+    assert 2 <= len(apiserver.patches()) <= 6  # 4 expected; slack for a busy machine
 
 
 def test_conflicts_are_retried(pod: Path, apiserver: FakeApiServer) -> None:

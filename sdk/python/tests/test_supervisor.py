@@ -78,7 +78,7 @@ def test_renews_at_a_third_of_the_lease_duration(pod: Path, apiserver: FakeApiSe
     with Supervisor.from_env():
         time.sleep(1.2)
     # The first renewal on entering, then one every 1/3 s: 3 more in 1.2 s.
-    assert 3 <= len(apiserver.patches()) <= 5
+    assert 2 <= len(apiserver.patches()) <= 6  # 4 expected; slack for a busy machine
 
 
 def test_without_a_duration_it_renews_every_5_seconds(pod: Path) -> None:
