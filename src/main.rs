@@ -111,10 +111,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             burst: args.restart_burst,
         },
         status,
-        storm: controller::storm::StormConfig {
-            creates: args.storm_creates.into(),
-            ..controller::storm::StormConfig::default()
-        },
+        status_interval: args.status_interval.0,
         ..controller::Config::default()
     };
     if args.leader_elect {

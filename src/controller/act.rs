@@ -10,7 +10,7 @@ use tracing::warn;
 
 use super::error::{ActError, Error, is_conflict, is_not_found};
 use super::slim::CachedPod;
-use super::{Context, manifests, storm};
+use super::{Context, manifests};
 use crate::api::{AGENT_UID_LABEL, ATTEMPT_LABEL, Agent};
 use crate::supervise::NewPod;
 
@@ -149,67 +149,24 @@ where
     }
 }
 
-/// Old pods are let pile up to this many before they are removed together.
-const BATCH: usize = 4;
+/// Old pods are let pile up to this many before they are removed together, in one request: with
+/// the attempts not yet recorded (`writer::MAX_UNRECORDED`) and the previous one, an Agent keeps
+/// at most 8 finished pods. Fewer costs a request more often; more keeps more pods.
+pub(super) const BATCH: usize = 3;
 
-/// During a crash storm, old pods wait for it to pass (their deletes would load the API server
-/// the next pods wait for) unless an Agent has piled up this many.
-const STORM_BATCH: usize = 64;
-
-/// Finished pods of attempts before the previous one (the previous is kept for `kubectl
-/// logs`), removed a few at a time, in one request and without holding up the reconcile. During
-/// a crash storm they wait for it to pass (see `prune_deferred`).
+/// Finished pods of attempts before `attempt - 1` (the one before is kept for `kubectl logs`),
+/// removed a few at a time, in one request and without holding up the reconcile.
 pub(super) fn remove_old_pods(agent: &Agent, pods: &Api<Pod>, attempt: u32, ctx: &Context) {
     let namespace = agent.namespace().unwrap_or_default();
     let Some(uid) = agent.metadata.uid.as_deref() else {
         return;
     };
     let old = old_pods(&namespace, uid, attempt, ctx);
-    let storm = storm::raging(ctx, std::time::Instant::now());
-    if storm && old.len() < STORM_BATCH {
-        if old.len() >= BATCH {
-            ctx.finished.defer(&namespace, uid, attempt);
-        }
-        return;
-    }
     if old.len() < BATCH {
         return;
     }
     let (pods, selector) = (pods.clone(), selector(uid, &old));
     tokio::spawn(async move { prune(&pods, &selector).await });
-}
-
-/// Removes the old pods whose removal waited for a crash storm to pass, one Agent at a time,
-/// once the storm is over (`StormConfig::lasting`), looked at every second; until `shutdown`.
-pub(super) async fn prune_deferred(
-    ctx: std::sync::Arc<Context>,
-    shutdown: impl Future<Output = ()>,
-) {
-    let sweep = async {
-        loop {
-            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-            let storm = || storm::raging(&ctx, std::time::Instant::now());
-            if storm() {
-                continue;
-            }
-            for (namespace, uid, attempt) in ctx.finished.take_deferred() {
-                if storm() {
-                    // Back for later: a storm began again.
-                    ctx.finished.defer(&namespace, &uid, attempt);
-                    continue;
-                }
-                let old = old_pods(&namespace, &uid, attempt, &ctx);
-                if !old.is_empty() {
-                    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-                    prune(&pods, &selector(&uid, &old)).await;
-                }
-            }
-        }
-    };
-    tokio::select! {
-        () = sweep => {}
-        () = shutdown => {}
-    }
 }
 
 /// The finished attempts of the Agent `uid` before `attempt - 1`: proposed by the index of

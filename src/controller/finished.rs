@@ -17,10 +17,7 @@ use crate::api::{AGENT_UID_LABEL, ATTEMPT_LABEL};
 type Key = (String, String);
 
 #[derive(Default)]
-pub struct FinishedPods(Mutex<HashMap<Key, BTreeMap<u32, String>>>, Mutex<Deferred>);
-
-/// Per Agent, the attempt whose predecessors' pods are to be removed once a crash storm passes.
-type Deferred = HashMap<Key, u32>;
+pub struct FinishedPods(Mutex<HashMap<Key, BTreeMap<u32, String>>>);
 
 impl FinishedPods {
     /// A pod was added or changed: indexed while it has finished and is not being deleted.
@@ -69,25 +66,6 @@ impl FinishedPods {
             (namespace.to_string(), uid.to_string()),
             attempt,
         );
-    }
-
-    /// The old pods of the Agent `uid` before `attempt - 1` are to be removed once a crash storm
-    /// passes (the latest attempt asked for wins: records only move forward).
-    pub fn defer(&self, namespace: &str, uid: &str, attempt: u32) {
-        let mut deferred = self.1.lock().unwrap_or_else(|e| e.into_inner());
-        let at = deferred
-            .entry((namespace.to_string(), uid.to_string()))
-            .or_default();
-        *at = (*at).max(attempt);
-    }
-
-    /// Every removal deferred so far, as (namespace, uid, attempt); none is left deferred.
-    pub fn take_deferred(&self) -> Vec<(String, String, u32)> {
-        let mut deferred = self.1.lock().unwrap_or_else(|e| e.into_inner());
-        deferred
-            .drain()
-            .map(|((namespace, uid), attempt)| (namespace, uid, attempt))
-            .collect()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, BTreeMap<u32, String>>> {
@@ -158,23 +136,5 @@ mod tests {
         assert!(!index.lock().contains_key(&("ns".into(), "u".into())));
         index.forget("ns", "v", 1);
         assert!(index.lock().is_empty());
-    }
-
-    #[test]
-    fn a_deferred_removal_keeps_the_latest_attempt_and_is_taken_once() {
-        let index = FinishedPods::default();
-        index.defer("ns", "u", 7);
-        index.defer("ns", "u", 5);
-        index.defer("ns", "v", 2);
-        let mut taken = index.take_deferred();
-        taken.sort();
-        assert_eq!(
-            taken,
-            [
-                ("ns".to_string(), "u".to_string(), 7),
-                ("ns".to_string(), "v".to_string(), 2)
-            ]
-        );
-        assert_eq!(index.take_deferred(), []);
     }
 }

@@ -167,9 +167,13 @@ fn last_known(agent: &Agent, ctx: &Context, attempt: u32) -> Option<Pod> {
         .filter(|p| controlled_by(p.owner_references(), agent))
 }
 
+/// How far past the attempt the status records a successor looks for newer pods: past the most a
+/// pending status holds (`writer::MAX_UNRECORDED`), with room to spare.
+const REBUILT: u32 = 4 * super::writer::MAX_UNRECORDED;
+
 /// The pod of the newest attempt this Agent controls: the next attempt's if it exists (a status
-/// write was lost after it was created), else the current one's (with nothing written, the
-/// oldest attempt's still here). A current pod missing from the cache is looked up on the
+/// write was lost, or waited, after it was created: each is adopted in turn), else the newest
+/// later one's, else the current one's. A current pod missing from the cache is looked up on the
 /// server before it is believed gone: the cache may not have seen a pod the operator just
 /// created.
 async fn current_pod(
@@ -196,12 +200,14 @@ async fn current_pod(
     if next.is_some() {
         return Ok(next);
     }
-    if attempt == 0 {
-        // Nothing written: the first pod is the record. The records of its failure and of those
-        // after it may have waited out a crash storm (`storm`); were the first pod gone since
-        // (removed by someone else), the oldest later attempt still here is adopted, never a
-        // second first pod made beside it.
-        return Ok((2..=super::storm::UNRECORDED as u32 + 1).find_map(cached));
+    // Newest first: a newer attempt whose predecessors' pods are gone (removed by someone else
+    // while the status that records them waited, see `writer`) is adopted, never an older
+    // attempt made again beside it.
+    let newest = (attempt.saturating_add(2)..=attempt.saturating_add(REBUILT))
+        .rev()
+        .find_map(cached);
+    if newest.is_some() || attempt == 0 {
+        return Ok(newest);
     }
     if source == Source::Cache
         && let Some(current) = cached(attempt)

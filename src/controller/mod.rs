@@ -5,7 +5,6 @@
 
 mod act;
 pub mod budget;
-mod catch_up;
 mod error;
 mod events;
 pub mod facts;
@@ -24,10 +23,10 @@ mod routes;
 mod scope;
 pub(crate) mod slim;
 mod status;
-pub mod storm;
 mod terminating;
 mod watch;
 pub mod watched;
+pub mod writer;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -77,10 +76,11 @@ pub struct Config {
     pub budget: budget::BudgetConfig,
     /// Where the status page reads the caches from.
     pub status: Arc<watched::Watched>,
-    /// How long an object's Events wait after one is sent, to go together (`events::WINDOW`).
-    pub event_window: Duration,
-    /// When restart records wait out a crash storm (`storm`).
-    pub storm: storm::StormConfig,
+    /// How soon a decided status is written at the latest (`--status-interval`, see `writer`).
+    pub status_interval: Duration,
+    /// How many Events an object may send at once, and how soon it may send one more
+    /// (`events::LIMIT`).
+    pub event_limit: budget::BudgetConfig,
 }
 
 impl Default for Config {
@@ -95,8 +95,8 @@ impl Default for Config {
             faults: WatchFaults::default(),
             budget: budget::BudgetConfig::default(),
             status: Arc::default(),
-            event_window: events::WINDOW,
-            storm: storm::StormConfig::default(),
+            status_interval: writer::STATUS_INTERVAL,
+            event_limit: events::LIMIT,
         }
     }
 }
@@ -120,19 +120,10 @@ pub struct Context {
     gone: Arc<GonePods>,
     /// This process's own status writes the cache may not hold yet.
     own_writes: fresh::OwnWrites,
-    /// Turns for writes that only catch the record up with a first pod still pending: they
-    /// give way to the work that creates pods (see `catch_up`).
-    catch_up: tokio::sync::Semaphore,
-    /// When the operator last created a pod, in any scope (see `catch_up`).
-    creates: Arc<catch_up::Creates>,
-    /// Catching-up writes waiting for a pause in the creates, or a turn.
-    paused: catch_up::Paused,
     /// Each Agent's finished pods, where old attempts are found.
     finished: Arc<finished::FinishedPods>,
-    /// When restart records wait out a crash storm, and those waiting.
-    storm: storm::StormConfig,
-    /// The records held back, in every scope: one pace of writes for the process.
-    held: Arc<storm::Held>,
+    /// The statuses decided and not yet written, and when each Agent was last written.
+    writer: writer::Writer,
     /// Namespaces being deleted, where Agents are left alone (see `terminating`).
     terminating: terminating::Terminating,
 }
@@ -160,19 +151,14 @@ pub async fn run(
     }
     let budget = budget::Budget::new(config.budget);
     // One for the process: one bound on the Events waiting, shared by every scope.
-    let creates = Arc::new(catch_up::Creates::default());
     let events = events::Sender::new(
         client.clone(),
-        config.event_window,
+        config.event_limit,
         config.metrics.events_dropped.clone(),
-        creates.clone(),
-        config.storm,
     );
     let shared = scope::Shared {
         budget: budget.clone(),
         events,
-        creates,
-        held: Arc::new(storm::Held::default()),
     };
     let tasks = scopes.into_iter().map(|scope| {
         scope::run_scope(

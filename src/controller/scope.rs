@@ -19,8 +19,8 @@ use super::groups::{self, GroupIndex, GroupObject};
 use super::slim::{self, CachedPod};
 use super::watch::{Change, Watches};
 use super::{
-    AgentObject, Config, Context, Error, FIELD_MANAGER, PolicyObject, act, budget, catch_up, error,
-    events, finished, fresh, log_outcome, policies, reconcile, routes, storm, uses_policy,
+    AgentObject, Config, Context, Error, FIELD_MANAGER, PolicyObject, budget, error, events,
+    finished, fresh, log_outcome, policies, reconcile, routes, uses_policy, writer,
 };
 use crate::api::AGENT_LABEL;
 
@@ -53,9 +53,6 @@ pub(super) struct Shared {
     pub budget: Arc<budget::Budget>,
     /// One bound on the Events waiting.
     pub events: events::Sender,
-    pub creates: Arc<catch_up::Creates>,
-    /// One pace of held records' writes (`storm::StormConfig::turns`).
-    pub held: Arc<storm::Held>,
 }
 
 pub(super) async fn run_scope(
@@ -65,12 +62,7 @@ pub(super) async fn run_scope(
     shared: Shared,
     shutdown: impl Future<Output = ()> + Clone + Send + Sync + 'static,
 ) {
-    let Shared {
-        budget,
-        events,
-        creates,
-        held,
-    } = shared;
+    let Shared { budget, events } = shared;
     let within = scope.as_deref().unwrap_or("all namespaces");
     let mut watches = Watches::new(config.health.clone(), config.faults);
     let owned = watcher::Config::default().labels(AGENT_LABEL);
@@ -107,6 +99,7 @@ pub(super) async fn run_scope(
     // policy it uses (or its creation or deletion) recounts those policies' users.
     let (agent_tx, agent_changes) = channel::<AgentObject>();
     let (recount_tx, recounts) = mpsc::unbounded::<ObjectRef<PolicyObject>>();
+    let (deleted_tx, deleted) = mpsc::unbounded::<ObjectRef<AgentObject>>();
     let mut routes = routes::AgentRoutes::new(index);
     let agents = watches.spawn(
         format!("Agents in {within}"),
@@ -116,7 +109,11 @@ pub(super) async fn run_scope(
         watcher::Config::default().list_semantic(watcher::ListSemantic::MostRecent),
         |_| (),
         move |change| {
+            let gone = matches!(change, Change::Deleted(_));
             let (agent, triggers) = routes.route(change);
+            if gone {
+                let _ = deleted_tx.unbounded_send(ObjectRef::from(&agent));
+            }
             for policy in triggers.policies {
                 let _ = recount_tx.unbounded_send(policy);
             }
@@ -225,19 +222,18 @@ pub(super) async fn run_scope(
         retries: error::Retries::default(),
         gone,
         own_writes: fresh::OwnWrites::default(),
-        catch_up: tokio::sync::Semaphore::new(catch_up::TURNS),
-        creates,
-        paused: catch_up::Paused::default(),
         finished,
-        storm: config.storm,
-        held,
+        writer: writer::Writer::new(
+            config.status_interval,
+            config.metrics.status_pending.clone(),
+        ),
         terminating: Default::default(),
     });
     config.metrics.watch_agents(agents.clone());
     config.status.watch_agents(agents.clone());
     let agent_store = agents.clone();
-    let pruning = act::prune_deferred(context.clone(), shutdown.clone());
-    let waking = catch_up::wake_after_pauses(context.clone(), agent_trigger_tx, shutdown.clone());
+    let sweeping = writer_sweep(context.clone(), shutdown.clone());
+    let forgetting = forget_deleted(context.clone(), deleted, shutdown.clone());
     let agent_controller = Controller::for_stream(agent_changes, agents.clone())
         .owns_stream(pod_changes)
         .owns_stream(lease_changes)
@@ -248,7 +244,7 @@ pub(super) async fn run_scope(
         .reconcile_on(futures::stream::select(agent_triggers, granted))
         .with_config(controller::Config::default().concurrency(config.concurrency))
         .graceful_shutdown_on(shutdown.clone())
-        .run(reconcile::reconcile, error_policy, context)
+        .run(reconcile::reconcile, error_policy, context.clone())
         .for_each(|result| async move { log_outcome("Agent", result) });
     let policy_controller = policies::controller(
         policies::Context::new(
@@ -283,10 +279,48 @@ pub(super) async fn run_scope(
         agent_controller,
         policy_controller,
         group_controller,
-        pruning,
-        waking
+        sweeping,
+        forgetting
     );
+    // Every reconcile has ended: what they decided and did not write yet is written now.
+    reconcile::flush(&context).await;
     drop(watches);
+}
+
+/// Forgets what is kept for each Agent deleted (a deleted Agent is never reconciled), until
+/// `shutdown`: its pending status, its last write, its retries.
+async fn forget_deleted(
+    ctx: Arc<Context>,
+    mut deleted: mpsc::UnboundedReceiver<ObjectRef<AgentObject>>,
+    shutdown: impl Future<Output = ()>,
+) {
+    let forgetting = async {
+        while let Some(agent) = deleted.next().await {
+            let namespace = agent.namespace.as_deref().unwrap_or_default();
+            ctx.writer.forget_named(namespace, &agent.name);
+            ctx.own_writes.forget(namespace, &agent.name);
+            ctx.retries.succeeded(&agent);
+        }
+    };
+    tokio::select! {
+        () = forgetting => {}
+        () = shutdown => {}
+    }
+}
+
+/// Forgets, once an interval, what the writer remembers of Agents it has nothing left to do
+/// for, until `shutdown`: an Agent deleted while the operator was away is never reconciled.
+async fn writer_sweep(ctx: Arc<Context>, shutdown: impl Future<Output = ()>) {
+    let sweep = async {
+        loop {
+            tokio::time::sleep(ctx.writer.interval()).await;
+            ctx.writer.sweep(std::time::Instant::now());
+        }
+    };
+    tokio::select! {
+        () = sweep => {}
+        () = shutdown => {}
+    }
 }
 
 /// How long ago each restart pod in the cache was created, of those recent enough to weigh on

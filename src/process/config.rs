@@ -68,13 +68,12 @@ pub struct Args {
     #[arg(long, env = "KUBE_QPS", default_value_t = 0.0, value_parser = request_rate)]
     pub kube_qps: f64,
 
-    /// Pods created in the last second that make a crash storm: while the operator creates them
-    /// at that pace, the status write recording a crash and its restart waits (5 to 10 s, by
-    /// agent; longer, up to 60 s, while more records wait than five a second would write in
-    /// 10 s), and so do the crashes after it, all then recorded in one write; Events that
-    /// waited 10 s for the storm to pass go out five a second. 0: records never wait.
-    #[arg(long, env = "STORM_CREATES", default_value_t = 10)]
-    pub storm_creates: u16,
+    /// How old an Agent's status may be: every change the operator decides is written within
+    /// this of its cause. An Agent not written for this long is written at once; changes to one
+    /// written more recently are merged and written when this is up (so a crash loop costs one
+    /// write this often). Such as 10s or 500ms.
+    #[arg(long, env = "STATUS_INTERVAL", default_value = "10s", value_parser = interval)]
+    pub status_interval: Interval,
 
     /// Requests the operator sends at once at most, before --kube-qps applies.
     #[arg(long, env = "KUBE_BURST", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
@@ -101,6 +100,22 @@ fn status_addr(s: &str) -> Result<StatusAddr, String> {
     s.parse().map(|a| StatusAddr(Some(a))).map_err(|_| {
         format!("{s:?} is not an address such as 127.0.0.1:8081 (empty turns the page off)")
     })
+}
+
+/// A duration for --status-interval.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Interval(pub std::time::Duration);
+
+fn interval(s: &str) -> Result<Interval, String> {
+    let error =
+        || format!("{s:?} is not an interval: write a duration from 100ms to 10m, such as 10s");
+    let parsed: crate::api::Duration = s.parse().map_err(|_| error())?;
+    let duration = parsed.as_std();
+    let allowed = std::time::Duration::from_millis(100)..=std::time::Duration::from_secs(600);
+    allowed
+        .contains(&duration)
+        .then_some(Interval(duration))
+        .ok_or_else(error)
 }
 
 /// A rate above zero, and finite.
@@ -166,10 +181,19 @@ mod tests {
         assert_eq!((args.restart_rate, args.restart_burst), (0.5, 3));
         let args = Args::try_parse_from(["agent-supervisor"]).unwrap();
         assert_eq!((args.kube_qps, args.kube_burst), (0.0, 100));
-        assert_eq!(args.storm_creates, 10);
-        let args = Args::try_parse_from(["agent-supervisor", "--storm-creates=0"]).unwrap();
-        assert_eq!(args.storm_creates, 0, "records never wait");
-        assert!(Args::try_parse_from(["agent-supervisor", "--storm-creates=-1"]).is_err());
+        assert_eq!(args.status_interval.0, std::time::Duration::from_secs(10));
+        let args = Args::try_parse_from(["agent-supervisor", "--status-interval=500ms"]).unwrap();
+        assert_eq!(
+            args.status_interval.0,
+            std::time::Duration::from_millis(500)
+        );
+        for bad in ["0s", "-1s", "ten", "1h"] {
+            let flag = format!("--status-interval={bad}");
+            assert!(
+                Args::try_parse_from(["agent-supervisor", &flag]).is_err(),
+                "{bad}"
+            );
+        }
         let args =
             Args::try_parse_from(["agent-supervisor", "--kube-qps=50", "--kube-burst=10"]).unwrap();
         assert_eq!((args.kube_qps, args.kube_burst), (50.0, 10));

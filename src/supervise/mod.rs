@@ -18,8 +18,6 @@ pub mod progress;
 pub mod rules;
 
 pub use backoff::stable_hash;
-pub use decide::{
-    FIRST_RECORD_QUEUE_WAIT, FIRST_RECORD_WAIT, Options, SETTLE, decide, decide_with,
-};
+pub use decide::{Options, SETTLE, decide, decide_with};
 pub use input::{AgentFacts, Input, LeaseFacts, PodFacts, PodOrigin, PolicyResolution};
 pub use plan::{Event, EventReason, NewPod, Plan, pod_name};

@@ -27,10 +27,6 @@ pub struct Plan {
     pub events: Vec<Event>,
     /// Decide again at this time, even if nothing changes before.
     pub requeue_at: Option<Timestamp>,
-    /// The status need not be written before this time (a first pod not yet running, see
-    /// `decide`): until then a decision that changes nothing else leaves it unwritten, and
-    /// `requeue_at` is no later.
-    pub hold_status_until: Option<Timestamp>,
 }
 
 /// A pod to create for an attempt.

@@ -64,7 +64,11 @@ fn values_schema_and_guards_reject_mistakes() {
         ("watchNamespaces={Team_A}", "watchNamespaces"),
         ("concurrency=0", "concurrency"),
         ("workerThreads=0", "workerThreads"),
-        ("stormCreates=-1", "stormCreates"),
+        ("statusInterval=soon", "statusInterval"),
+        (
+            "terminationGracePeriodSeconds=0",
+            "terminationGracePeriodSeconds",
+        ),
         ("restartBudget.rate=0", "rate"),
         ("restartBudget.burst=0", "burst"),
         (
@@ -129,20 +133,20 @@ fn the_request_limit_is_passed_to_the_operator() {
     }
 }
 
-/// What makes a crash storm becomes the operator's flag: 10 creates a second unless set.
+/// The status interval becomes the operator's flag: 10s unless set.
 #[test]
-fn the_storm_threshold_is_passed_to_the_operator() {
+fn the_status_interval_is_passed_to_the_operator() {
     let namespace = "ops";
     let defaults = operator_args(&documents(&template(namespace, &[])), namespace);
     assert!(
-        defaults.contains(&"--storm-creates=10".to_string()),
+        defaults.contains(&"--status-interval=10s".to_string()),
         "{defaults:?}"
     );
     let set = operator_args(
-        &documents(&template(namespace, &["stormCreates=0"])),
+        &documents(&template(namespace, &["statusInterval=2s"])),
         namespace,
     );
-    assert!(set.contains(&"--storm-creates=0".to_string()), "{set:?}");
+    assert!(set.contains(&"--status-interval=2s".to_string()), "{set:?}");
 }
 
 /// The status page stays on loopback unless someone chooses otherwise, and can be turned off;

@@ -240,14 +240,12 @@ impl Sim {
     }
 }
 
-/// Carries out a plan as the IO shell does: the status is written (unless it may wait), a
+/// Carries out a plan as the IO shell does: the status is written, a
 /// deleted pod is going, a created pod appears, Pending, made from the current template, its
 /// container waiting with `waiting`.
 fn apply(input: &Input, plan: &Plan, waiting: Option<&str>) -> Input {
     let mut next = input.clone();
-    if plan.hold_status_until.is_none_or(|t| t <= input.now) {
-        next.status = plan.status.clone();
-    }
+    next.status = plan.status.clone();
     if let (Some(name), Some(pod)) = (&plan.delete_pod, next.pod.as_mut())
         && pod.name == *name
     {

@@ -53,7 +53,8 @@ fn breaker_policy(reset_after: &str) -> serde_json::Value {
 
 #[tokio::test]
 async fn the_breaker_opens_probes_once_and_closes_after_a_healthy_probe() {
-    let (ns, _operator) = setup().await;
+    // Every state and every Event, as they come: HalfOpen lasts less than a status interval.
+    let (ns, _operator) = crate::setup_prompt().await;
     ns.create_policy("breaker", breaker_policy("10s")).await;
     // Open and HalfOpen last four seconds each: a poll may miss them, the watches do not.
     let versions = ns.record_agent("flaky").await;

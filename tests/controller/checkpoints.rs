@@ -62,7 +62,12 @@ async fn a_checkpoint_reported_on_the_lease_is_resumed_from_until_it_is_poisoned
     let note = ns.wait_event("resumer", "CheckpointPoisoned").await;
     assert!(note.contains("step-2"), "{note}");
 
-    let status = ns.status("resumer").await;
+    // The Event goes at once; the status within the interval.
+    let status = ns
+        .wait_status("resumer", "the poisoned checkpoint recorded", |s| {
+            s.attempt == 4 && s.checkpoints.first().is_some_and(|c| c.poisoned)
+        })
+        .await;
     let marks: Vec<_> = status
         .checkpoints
         .iter()

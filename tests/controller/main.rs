@@ -18,9 +18,9 @@ mod ownership;
 mod restarts;
 mod shutdown;
 mod steady;
-mod storm;
 mod teardown;
 mod watches;
+mod writes;
 
 use serde_json::json;
 use support::{Operator, TestNamespace};
@@ -44,6 +44,12 @@ pub async fn setup_with(
     change(&mut config);
     let operator = Operator::start_with_config(Operator::admin_client().await, config);
     (ns, operator)
+}
+
+/// A namespace with the CRDs installed and an operator watching it that writes each status
+/// change at once and sends each Event as it comes (`Operator::start_prompt`).
+pub async fn setup_prompt() -> (TestNamespace, Operator) {
+    setup_with(|config| *config = support::operator::prompt(&config.namespaces[0])).await
 }
 
 /// A policy with exact, short delays: exponential from `initial`, no jitter, breaker off.

@@ -132,7 +132,8 @@ async fn a_template_change_rolls_the_pod_out_without_counting() {
 async fn a_killed_operator_restarts_at_the_scheduled_time_without_a_second_pod() {
     let ns = TestNamespace::new().await;
     crate::support::install_crds(&ns.client).await;
-    let operator = Operator::start(&ns.name).await;
+    // The backoff written at once, so that the operator is killed with it written.
+    let operator = Operator::start_prompt(&ns.name).await;
     ns.create_policy("p", fast_policy("8s")).await;
     let versions = ns.record_agent("phoenix").await;
     let pods = ns.record_pods().await;

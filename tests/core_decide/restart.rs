@@ -2,8 +2,8 @@
 //! failure count and backoff reset once an agent has run for `resetAfter`.
 
 use agent_supervisor::api::{
-    AgentStatus, Backoff, BreakerState, Failure, FailureClass, FailureReason, Phase, RestartRecord,
-    Time, Trigger,
+    Backoff, BreakerState, Failure, FailureClass, FailureReason, Phase, RestartRecord, Time,
+    Trigger,
 };
 use agent_supervisor::supervise::backoff;
 use agent_supervisor::supervise::conditions::{CIRCUIT_BREAKER_OPEN, POLICY_RESOLVED, READY};
@@ -46,10 +46,6 @@ fn first_start_creates_attempt_one() {
     assert_eq!(plan.record_shutdown, None);
     assert_eq!(reasons(&plan), [EventReason::PodCreated]);
     assert!(!plan.events[0].warning());
-    // The status is written once the pod runs, or if it waits in the scheduler's queue all
-    // along, at t(300): look again then (its pod's changes wake the agent before).
-    assert_eq!(plan.hold_status_until, Some(t(300)));
-    assert_eq!(plan.requeue_at, Some(t(300)));
 
     let s = &plan.status;
     assert_eq!(s.phase, Some(Phase::Pending));
@@ -70,98 +66,6 @@ fn first_start_creates_attempt_one() {
     assert_eq!(ready.observed_generation, Some(1));
     assert_eq!(condition(s, POLICY_RESOLVED).status, "True");
     assert_eq!(condition(s, CIRCUIT_BREAKER_OPEN).status, "False");
-}
-
-#[test]
-fn a_first_pod_that_runs_at_once_is_recorded_in_one_write() {
-    let mut sim = Sim::new(PolicyResolution::BuiltIn);
-    let created = sim.step();
-    assert_eq!(sim.status(), &AgentStatus::default(), "not written yet");
-    // Its Pending pod shows up, in the scheduler's queue: still nothing to write, and nothing
-    // said again.
-    let pending = sim.at(1).step();
-    assert_eq!((pending.create_pod, pending.delete_pod), (None, None));
-    assert!(pending.events.is_empty(), "{:?}", pending.events);
-    assert_eq!(pending.hold_status_until, Some(t(300)));
-    assert_eq!(sim.status(), &AgentStatus::default());
-    // Placed at t(1): 30 s from then for it to run.
-    let placed = sim.placed(1).at(1).step();
-    assert!(placed.events.is_empty(), "{:?}", placed.events);
-    assert_eq!(placed.hold_status_until, Some(t(31)));
-    assert_eq!(sim.status(), &AgentStatus::default());
-    // It runs at t(2): the one write records it Running, as the first decision would have.
-    let running = sim.runs(2).at(3).step();
-    assert_eq!(running.hold_status_until, None);
-    assert!(running.events.is_empty(), "{:?}", running.events);
-    let s = sim.status();
-    assert_eq!(s.phase, Some(Phase::Running));
-    assert_eq!(
-        (s.attempt, s.pod_name.as_deref(), s.restart_count),
-        (
-            created.status.attempt,
-            created.status.pod_name.as_deref(),
-            0
-        )
-    );
-    assert!(s.restart_history.is_empty());
-}
-
-#[test]
-fn a_first_pod_placed_late_by_a_busy_scheduler_is_still_recorded_in_one_write() {
-    let mut sim = Sim::new(PolicyResolution::BuiltIn);
-    sim.step();
-    // Three minutes in the scheduler's queue: routine, nothing written.
-    let queued = sim.at(180).step();
-    assert_eq!(queued.hold_status_until, Some(t(300)));
-    assert_eq!(sim.status(), &AgentStatus::default());
-    // Placed at t(200): the 30 s count from then, not from the create.
-    let placed = sim.placed(200).at(200).step();
-    assert_eq!(placed.hold_status_until, Some(t(230)));
-    assert_eq!(sim.status(), &AgentStatus::default());
-    // It runs at t(201): one write, Running.
-    let running = sim.runs(201).at(201).step();
-    assert_eq!(running.hold_status_until, None);
-    assert_eq!(sim.status().phase, Some(Phase::Running));
-}
-
-#[test]
-fn a_first_pod_waiting_too_long_is_recorded_pending() {
-    // Found no place: recorded 30 s after its create.
-    let mut sim = Sim::new(PolicyResolution::BuiltIn);
-    sim.step();
-    sim.pod().unschedulable = Some("Unschedulable".to_string());
-    assert_eq!(sim.at(10).step().hold_status_until, Some(t(30)));
-    let recorded = sim.at(30).step();
-    assert_eq!(recorded.hold_status_until, None);
-    assert_eq!(sim.status().phase, Some(Phase::Pending));
-    // Placed, and not running 30 s later (an image still pulling, say).
-    let mut sim = Sim::new(PolicyResolution::BuiltIn);
-    sim.step();
-    sim.placed(5);
-    assert_eq!(sim.at(34).step().hold_status_until, Some(t(35)));
-    sim.at(35).step();
-    assert_eq!(sim.status().phase, Some(Phase::Pending));
-    // Never placed, never found no place: recorded after the queue's five minutes.
-    let mut sim = Sim::new(PolicyResolution::BuiltIn);
-    sim.step();
-    assert_eq!(sim.at(299).step().hold_status_until, Some(t(300)));
-    assert_eq!(sim.status(), &AgentStatus::default());
-    sim.at(300).step();
-    assert_eq!(sim.status().phase, Some(Phase::Pending));
-}
-
-#[test]
-fn only_a_first_pod_of_an_agent_never_written_waits_to_be_recorded() {
-    // A status someone wrote first (here: an earlier operator's) is written as usual.
-    let mut sim = Sim::new(PolicyResolution::BuiltIn);
-    sim.input.status.observed_generation = Some(1);
-    assert_eq!(sim.step().hold_status_until, None);
-    // A replacement after a failure is recorded with its create.
-    let mut sim = Sim::running(PolicyResolution::BuiltIn);
-    sim.crash(5, 20);
-    let restarted = sim.restart_when_due();
-    assert_eq!(restarted.hold_status_until, None);
-    assert_eq!(sim.status().attempt, 2);
 }
 
 #[test]

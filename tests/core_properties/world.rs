@@ -204,7 +204,7 @@ impl World {
         // A lost write: the pod actions happened, then the operator died before writing the
         // status (and the shutdown it may have recorded). A write that may wait is not made.
         let lost = std::mem::take(&mut self.lose_next_write);
-        if !lost && !held(&plan, self.input.now) {
+        if !lost {
             self.input.status = plan.status.clone();
         }
         self.input.pod = self.pods.iter().max_by_key(|p| p.attempt).cloned();
@@ -220,7 +220,7 @@ impl World {
                 && plan.delete_pod.is_none()
                 && plan.record_shutdown.is_none()
                 && plan.events.is_empty()
-                && (plan.status == before || held(&plan, self.input.now));
+                && plan.status == before;
             if quiet {
                 return;
             }
@@ -230,9 +230,4 @@ impl World {
             self.input.now, self.input.status
         );
     }
-}
-
-/// The plan's status write may wait (a first pod not yet running).
-fn held(plan: &Plan, now: jiff::Timestamp) -> bool {
-    plan.hold_status_until.is_some_and(|t| t > now)
 }

@@ -9,7 +9,6 @@ use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use agent_supervisor::controller::WatchFaults;
-use agent_supervisor::controller::storm::StormConfig;
 use futures::FutureExt;
 use tokio::sync::Semaphore;
 
@@ -22,11 +21,15 @@ use crate::steps::Run;
 use crate::support::faults::{Faults, Mutation};
 use crate::support::{Operator, TestNamespace};
 
-/// How long the operator holds an object's Events after sending one. The Events of the last
-/// decisions go out when their window closes: they are counted twice the window after the
-/// operator settled (the Events are compared to tell decisions, not how they were batched,
-/// which the controller tests show).
-const EVENT_WINDOW: Duration = Duration::from_millis(250);
+/// Each object's Events go out at once, up to a hundred a second here (the Events are compared
+/// to tell decisions, not how they were limited, which the controller tests show): the last
+/// decisions' Events are counted this long after the operator settled.
+const EVENTS_OUT: Duration = Duration::from_millis(500);
+
+/// The status interval of the scenarios whose statuses wait (`Scenario::pending`): their
+/// crashes come well within it. Others are written at once, or nearly.
+const PENDING_INTERVAL: Duration = Duration::from_secs(5);
+const PROMPT_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Runs at once across the whole binary (`FAULTS_CONCURRENCY`, default 4).
 static SLOTS: LazyLock<Semaphore> = LazyLock::new(|| {
@@ -287,15 +290,14 @@ async fn run_once(
     let config = agent_supervisor::controller::Config {
         namespaces: vec![ns.name.clone()],
         faults: watch,
-        event_window: EVENT_WINDOW,
-        storm: if scenario.storm {
-            StormConfig {
-                creates: 1,
-                within: Duration::from_secs(3600),
-                ..StormConfig::default()
-            }
+        event_limit: agent_supervisor::controller::budget::BudgetConfig {
+            rate: 100.0,
+            burst: 100,
+        },
+        status_interval: if scenario.pending {
+            PENDING_INTERVAL
         } else {
-            StormConfig::default()
+            PROMPT_INTERVAL
         },
         ..Default::default()
     };
@@ -322,7 +324,7 @@ async fn run_once(
                 // Crashed while settling: the fresh operator must settle too.
                 settle(&run.ns, scenario.agents, scenario.groups).await;
             }
-            tokio::time::sleep(EVENT_WINDOW * 2).await;
+            tokio::time::sleep(EVENTS_OUT).await;
             None
         }
         Err(panic) => Some(

@@ -43,7 +43,7 @@ pub const GROUP_ONE_FOR_ALL: Scenario = Scenario {
     name: "group-one-for-all",
     agents: &["alpha", "beta", "gamma"],
     groups: &["trio"],
-    storm: false,
+    pending: false,
     drive: |run| Box::pin(one_for_all(run)),
     expect: |end| {
         let mut problems = restarted_once(end, "beta", Trigger::Failure);
@@ -86,7 +86,7 @@ pub const GROUP_REST_FOR_ONE: Scenario = Scenario {
     name: "group-rest-for-one",
     agents: &["planner", "tools", "worker"],
     groups: &["crew"],
-    storm: false,
+    pending: false,
     drive: |run| Box::pin(rest_for_one(run)),
     expect: |end| {
         let mut problems = restarted_once(end, "tools", Trigger::Failure);
@@ -137,7 +137,7 @@ pub const GROUP_ESCALATION: Scenario = Scenario {
     name: "group-escalation",
     agents: &["scout"],
     groups: &["root", "team"],
-    storm: false,
+    pending: false,
     drive: |run| Box::pin(escalation(run)),
     expect: |end| {
         let mut problems = restarted_once(end, "scout", Trigger::Failure);
@@ -191,7 +191,7 @@ pub const GROUP_RESET: Scenario = Scenario {
     name: "group-give-up-reset",
     agents: &["first", "second"],
     groups: &["solo"],
-    storm: false,
+    pending: false,
     drive: |run| Box::pin(give_up_reset(run)),
     expect: |end| {
         let mut problems = Vec::new();

@@ -47,22 +47,22 @@ async fn crash_backoff_restart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_storm_records_wait() {
+async fn crashes_in_a_row_wait_for_the_interval() {
     explore(&scenarios::CRASH_STORM).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_storm_backoff_records_wait() {
+async fn crashes_with_backoff_wait_for_the_interval() {
     explore(&scenarios::CRASH_STORM_BACKOFF).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_storm_chain_records_wait_together() {
+async fn chained_crashes_wait_together() {
     explore(&scenarios::CRASH_STORM_CHAIN).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_storm_first_records_wait_when_nothing_was_written() {
+async fn unplaced_crashes_wait_together() {
     explore(&scenarios::CRASH_STORM_FIRST).await;
 }
 

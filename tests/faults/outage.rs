@@ -16,7 +16,7 @@ pub const OUTAGE: Scenario = Scenario {
     name: "outage-hold-probe-release",
     agents: &AGENTS,
     groups: &[],
-    storm: false,
+    pending: false,
     drive: |run| Box::pin(outage(run)),
     expect: |end| {
         AGENTS

@@ -17,9 +17,9 @@ pub struct Scenario {
     /// The agents, by name; the story's steps act on the first unless it picks another.
     pub agents: &'static [&'static str],
     pub groups: &'static [&'static str],
-    /// Run in a crash storm: every pod the operator creates makes one, so a restart's record
-    /// waits for the agent's next step (`controller::storm`).
-    pub storm: bool,
+    /// Run with a status interval the story's crashes come within: a restart's record waits,
+    /// merged with those that follow, for the interval (`controller::writer`).
+    pub pending: bool,
     pub drive: for<'a> fn(&'a Run) -> BoxFuture<'a, ()>,
     /// What the uninterrupted run's end state must be, beyond what the story waited for: the
     /// ways it is not. Every crashed run must then end as the uninterrupted one did.
@@ -44,7 +44,7 @@ pub const CRASH_RESTART: Scenario = Scenario {
     name: "crash-backoff-restart",
     agents: &["crasher"],
     groups: &[],
-    storm: false,
+    pending: false,
     drive: |run| Box::pin(crash_restart(run)),
     expect: as_waited,
 };
@@ -63,13 +63,13 @@ pub const CRASH_STORM: Scenario = Scenario {
     name: "crash-storm",
     agents: &["stormy"],
     groups: &[],
-    storm: true,
+    pending: true,
     drive: |run| Box::pin(crash_storm(run)),
     expect: as_waited,
 };
 
-/// Three crashes in a row, each restarted at once, in a crash storm, each recorded before the
-/// next: a restart's record waits, and the next crash's write records both.
+/// Three crashes in a row, each restarted at once, within one status interval: a restart's
+/// record waits, and one write records them all.
 async fn crash_storm(run: &Run) {
     three_crashes(run, restart_at_once()).await;
 }
@@ -101,13 +101,13 @@ pub const CRASH_STORM_BACKOFF: Scenario = Scenario {
     name: "crash-storm-backoff",
     agents: &["backer"],
     groups: &[],
-    storm: true,
+    pending: true,
     drive: |run| Box::pin(crash_storm_backoff(run)),
     expect: as_waited,
 };
 
-/// Three crashes, each restarted after its backoff (1s, 2s, 4s), in a crash storm: a failure's
-/// record waits through its backoff and its restart for the next crash.
+/// Three crashes, each restarted after its backoff (1s, 2s, 4s), within about one status
+/// interval: a failure's record waits through its backoff and its restart.
 async fn crash_storm_backoff(run: &Run) {
     three_crashes(run, fast_policy()).await;
 }
@@ -116,13 +116,13 @@ pub const CRASH_STORM_CHAIN: Scenario = Scenario {
     name: "crash-storm-chain",
     agents: &["chain"],
     groups: &[],
-    storm: true,
+    pending: true,
     drive: |run| Box::pin(crash_storm_chain(run)),
     expect: as_waited,
 };
 
-/// Three crashes in a row in a crash storm, each before the one before it is recorded: their
-/// records wait together, and a successor decides each again from its pod.
+/// Three crashes in a row, each before the one before it is recorded: their records wait
+/// together, and a successor decides each again from its pod, newest first.
 async fn crash_storm_chain(run: &Run) {
     run.create_policy(restart_at_once()).await;
     run.create_agent(json!({})).await;
@@ -137,14 +137,13 @@ pub const CRASH_STORM_FIRST: Scenario = Scenario {
     name: "crash-storm-first",
     agents: &["early"],
     groups: &[],
-    storm: true,
+    pending: true,
     drive: |run| Box::pin(crash_storm_first(run)),
     expect: as_waited,
 };
 
-/// Two crashes in a crash storm before anything was written for the agent (its pods are never
-/// placed, and a first pod is recorded once it runs): their records wait together, and a
-/// successor decides the first from the first pod and nothing written.
+/// Two crashes of pods never placed, the first just after the agent's first write: their
+/// records wait together, and a successor decides them again from the pods.
 async fn crash_storm_first(run: &Run) {
     run.create_policy(restart_at_once()).await;
     run.create_agent(json!({ "template": { "spec": {
@@ -164,7 +163,7 @@ pub const MANUAL_RESTART: Scenario = Scenario {
     name: "manual-restart",
     agents: &["worker"],
     groups: &[],
-    storm: false,
+    pending: false,
     drive: |run| Box::pin(manual_restart(run)),
     expect: as_waited,
 };
@@ -189,7 +188,7 @@ pub const ROLLOUT: Scenario = Scenario {
     name: "rollout",
     agents: &["roller"],
     groups: &[],
-    storm: false,
+    pending: false,
     drive: |run| Box::pin(rollout(run)),
     expect: as_waited,
 };
@@ -214,7 +213,7 @@ pub const HEARTBEAT: Scenario = Scenario {
     name: "heartbeat-kill",
     agents: &["beater"],
     groups: &[],
-    storm: false,
+    pending: false,
     drive: |run| Box::pin(heartbeat(run)),
     expect: as_waited,
 };
@@ -245,7 +244,7 @@ pub const BREAKER: Scenario = Scenario {
     name: "breaker-open-probe-reopen",
     agents: &["flaky"],
     groups: &[],
-    storm: false,
+    pending: false,
     drive: |run| Box::pin(breaker(run)),
     expect: as_waited,
 };
@@ -287,7 +286,7 @@ pub const SUSPEND: Scenario = Scenario {
     name: "suspend-resume",
     agents: &["sleeper"],
     groups: &[],
-    storm: false,
+    pending: false,
     drive: |run| Box::pin(suspend(run)),
     expect: as_waited,
 };
@@ -309,7 +308,7 @@ pub const SHUTDOWN_MESSAGE: Scenario = Scenario {
     name: "shutdown-termination-message",
     agents: &["spender"],
     groups: &[],
-    storm: false,
+    pending: false,
     drive: |run| Box::pin(shutdown_message(run)),
     expect: as_waited,
 };
@@ -338,7 +337,7 @@ pub const SHUTDOWN_EXTERNAL: Scenario = Scenario {
     name: "shutdown-by-status-patch",
     agents: &["managed"],
     groups: &[],
-    storm: false,
+    pending: false,
     drive: |run| Box::pin(shutdown_external(run)),
     expect: as_waited,
 };
@@ -367,7 +366,7 @@ pub const CHECKPOINTS: Scenario = Scenario {
     name: "checkpoint-resume-poison",
     agents: &["resumer"],
     groups: &[],
-    storm: false,
+    pending: false,
     drive: |run| Box::pin(checkpoints(run)),
     expect: resumed_and_poisoned,
 };

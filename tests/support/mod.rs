@@ -16,7 +16,7 @@ pub mod faults;
 pub mod groups;
 pub mod kubelet;
 mod namespace;
-mod operator;
+pub mod operator;
 mod recorder;
 mod wait;
 

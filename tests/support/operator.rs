@@ -26,6 +26,23 @@ impl Operator {
         Operator::start_with_config(client, config)
     }
 
+    /// An operator that writes each status change at once (a status interval of 100 ms) and
+    /// sends each Event as it comes: for tests that watch states a busy agent passes through
+    /// within an interval, which the default one merges.
+    pub async fn start_prompt(namespace: &str) -> Operator {
+        Operator::start_with_config(Operator::admin_client().await, prompt(namespace))
+    }
+
+    /// Stops the operator gracefully, as SIGTERM does, and waits until it has stopped.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+
     /// Stops the operator at once, as a crash would: no graceful shutdown.
     pub async fn kill(mut self) {
         if let Some(task) = self.task.take() {
@@ -43,6 +60,19 @@ impl Drop for Operator {
         if let Some(task) = self.task.take() {
             task.abort();
         }
+    }
+}
+
+/// The configuration of `Operator::start_prompt`.
+pub fn prompt(namespace: &str) -> agent_supervisor::controller::Config {
+    agent_supervisor::controller::Config {
+        namespaces: vec![namespace.to_string()],
+        status_interval: std::time::Duration::from_millis(100),
+        event_limit: agent_supervisor::controller::budget::BudgetConfig {
+            rate: 100.0,
+            burst: 100,
+        },
+        ..Default::default()
     }
 }
 

@@ -108,6 +108,12 @@ impl Bucket {
         now + Duration::from_secs_f64(-self.tokens / self.rate)
     }
 
+    /// Whether every token is back at `now`.
+    pub fn is_full(&mut self, now: Instant) -> bool {
+        self.refill(now);
+        self.tokens >= self.burst
+    }
+
     /// When the next token is there (`now` if it already is).
     pub fn next_token(&self, now: Instant) -> Instant {
         let mut b = self.clone();

@@ -11,7 +11,7 @@ use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
 use kube::{Resource, ResourceExt};
 use tracing::warn;
 
-pub use sender::{Sender, WINDOW};
+pub use sender::{LIMIT, Sender};
 
 use super::{Context, Error};
 use crate::api::Agent;

@@ -10,6 +10,7 @@ use kube::runtime::reflector::Store;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
@@ -68,6 +69,10 @@ pub struct Metrics {
     pub outage_events: Family<ReasonLabel, Counter>,
     pub restarts_delayed: Counter,
     pub events_dropped: Counter,
+    /// From a status change decided to its write (`writer`).
+    pub status_lag: Histogram,
+    /// Agents with a status decided and not yet written (`writer`).
+    pub status_pending: Gauge,
     agents: Arc<AgentCollector>,
     policies: Arc<PolicyCollector>,
 }
@@ -98,6 +103,8 @@ impl Metrics {
             outage_events: Family::default(),
             restarts_delayed: Counter::default(),
             events_dropped: Counter::default(),
+            status_lag: Histogram::new(exponential_buckets(0.25, 2.0, 8)),
+            status_pending: Gauge::default(),
             agents: Arc::new(AgentCollector {
                 stores: Mutex::default(),
                 per_agent,
@@ -176,6 +183,17 @@ impl Metrics {
             "events_dropped",
             "Events not sent because too many were waiting to be (the status still records what they told)",
             metrics.events_dropped.clone(),
+        );
+        registry.register_with_unit(
+            "status_lag",
+            "From a status change decided to its write (within --status-interval, as promised)",
+            Unit::Seconds,
+            metrics.status_lag.clone(),
+        );
+        registry.register(
+            "status_pending",
+            "Agents with a status decided and not yet written (each within --status-interval)",
+            metrics.status_pending.clone(),
         );
         registry.register_collector(Box::new(metrics.agents.clone()));
         registry.register_collector(Box::new(metrics.policies.clone()));

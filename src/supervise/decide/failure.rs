@@ -22,8 +22,8 @@ impl Decider<'_> {
             self.plan.delete_pod = Some(pod.name.clone());
         }
         // Where it got to (on its Lease, and in its last words) counts before its end is judged.
-        self.take_lease_reports(true);
-        self.take_reports(&ending.reported, true);
+        self.take_lease_reports();
+        self.take_reports(&ending.reported);
         let (class, shutdown) = match &ending.shutdown {
             Some(request) => (
                 FailureClass::Shutdown,

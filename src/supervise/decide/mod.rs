@@ -10,18 +10,6 @@
 /// then the Agent stays `Pending` (and not `Ready`).
 pub const SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// How long an Agent's very first pod may stay Pending before the status records it so, counted
-/// from its creation, or from its placement when the scheduler placed it later: until then the
-/// `PodCreated` Event tells of it, and a pod that runs within it costs one status write instead
-/// of two. Time enough for a kubelet to start a pod whose image it has.
-pub const FIRST_RECORD_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// How long a first pod may wait in the scheduler's queue, neither placed nor found no place,
-/// before the status records it `Pending`: a queue is routine, not news. kube-scheduler binds
-/// some 50 pods a second with its default client limits, so a queue of 10,000 new pods takes
-/// minutes to drain, and recording each at 30 s would cost most of them a second write.
-pub const FIRST_RECORD_QUEUE_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
-
 mod active;
 mod alone;
 mod failure;
@@ -72,7 +60,6 @@ impl Default for Options {
 pub fn decide_with(mut input: Input, options: Options) -> Plan {
     let builtin = RestartPolicySpec::default();
     let status = std::mem::take(&mut input.status);
-    let never_written = status == AgentStatus::default();
     let mut d = Decider {
         input: &input,
         now: whole_second(input.now),
@@ -86,45 +73,7 @@ pub fn decide_with(mut input: Input, options: Options) -> Plan {
         options,
     };
     d.run();
-    let mut plan = d.finish();
-    if let Some(until) = first_write_held(&input, never_written, &plan) {
-        plan.hold_status_until = Some(until);
-        plan.requeue_at = Some(plan.requeue_at.map_or(until, |t| t.min(until)));
-    }
-    plan
-}
-
-/// A first pod is recorded once it runs, or once it has been Pending for `FIRST_RECORD_WAIT`
-/// since it was created or placed (`FIRST_RECORD_QUEUE_WAIT` while it waits unplaced in the
-/// scheduler's queue; an unschedulable verdict counts from its creation): an agent whose pod
-/// starts within it costs one status write, not two. Until then the status stays unwritten: the
-/// pod carries all the write would say (its attempt, what it resumed from), and the decision
-/// that writes adopts it, as after a lost write. Not for a member of a group (its group orders
-/// its members by their statuses), nor when the decision deletes a pod or has something new to
-/// say (what it says with the create, the pod remembers having said).
-fn first_write_held(input: &Input, never_written: bool, plan: &Plan) -> Option<Timestamp> {
-    let s = &plan.status;
-    let first = s.attempt == 1 && s.phase == Some(Phase::Pending) && s.restart_history.is_empty();
-    let news = plan.create_pod.is_none() && !plan.events.is_empty();
-    if !never_written || !first || news || input.group.is_some() || plan.delete_pod.is_some() {
-        return None;
-    }
-    let now = whole_second(input.now);
-    // Created by this decision (in the queue, then), or an earlier one whose write waits.
-    let until = match (&plan.create_pod, &input.pod) {
-        (Some(_), _) => add(now, FIRST_RECORD_QUEUE_WAIT),
-        (None, Some(pod)) if pod.attempt == 1 && !pod.deleting => {
-            let created = whole_second(pod.created_at);
-            match (pod.scheduled_at, &pod.unschedulable) {
-                (Some(placed), _) => add(created.max(whole_second(placed)), FIRST_RECORD_WAIT),
-                (None, Some(_)) => add(created, FIRST_RECORD_WAIT),
-                (None, None) => add(created, FIRST_RECORD_QUEUE_WAIT),
-            }
-        }
-        _ => return None,
-    };
-    let until = ceil_second(until);
-    (until > now).then_some(until)
+    d.finish()
 }
 
 struct Decider<'a> {
@@ -176,7 +125,7 @@ impl<'a> Decider<'a> {
         let pod = self.current_pod();
         // Adopted first: the pod says which requests were already handled when it was made.
         // What the attempt reported on its Lease, before anything is decided on it.
-        self.take_lease_reports(false);
+        self.take_lease_reports();
         if let Some(pod) = pod.filter(|p| p.attempt > self.s.attempt) {
             self.recover_failure(pod);
             self.adopt(pod);

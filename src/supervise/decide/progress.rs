@@ -11,11 +11,6 @@ use crate::supervise::input::PodFacts;
 use crate::supervise::plan::EventReason;
 use crate::supervise::progress::{self, Reported};
 
-/// A progress that grows is written to the status at most this often (unless a checkpoint comes
-/// with it, or the attempt ends): an agent may report on every renewal of its Lease, and each
-/// write is a request to the API server.
-pub const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
-
 impl<'a> Decider<'a> {
     /// The pod of the attempt the status records (also when a newer one was adopted).
     fn attempt_pod(&self) -> Option<&PodFacts> {
@@ -36,18 +31,17 @@ impl<'a> Decider<'a> {
             .then_some(&lease.reported)
     }
 
-    /// Takes in what the attempt's pod reported on the heartbeat Lease. `at_once`: recorded
-    /// now, not held back by `PROGRESS_EVERY` (the attempt is over, or is being judged).
-    pub(super) fn take_lease_reports(&mut self, at_once: bool) {
+    /// Takes in what the attempt's pod reported on the heartbeat Lease. (An agent may report on
+    /// every renewal: the status writer merges what comes within an Agent's interval.)
+    pub(super) fn take_lease_reports(&mut self) {
         if let Some(reported) = self.lease_reports() {
-            self.take_reports(reported, at_once);
+            self.take_reports(reported);
         }
     }
 
-    /// Records what the attempt reported: a progress that grew (at most every
-    /// `PROGRESS_EVERY`, unless `at_once` or with a new checkpoint), a checkpoint not seen before
+    /// Records what the attempt reported: a progress that grew, a checkpoint not seen before
     /// (newest first, at most `checkpoints.keep`); what is set aside is said once.
-    pub(super) fn take_reports(&mut self, reported: &Reported, at_once: bool) {
+    pub(super) fn take_reports(&mut self, reported: &Reported) {
         let before = self.s.progress.as_ref().map(|p| p.value);
         let report = progress::read(reported, before);
         if let Some(ignored) = report.ignored.first() {
@@ -60,14 +54,8 @@ impl<'a> Decider<'a> {
         let checkpoint = report
             .checkpoint
             .filter(|r| !self.s.checkpoints.iter().any(|c| &c.reference == r));
-        let due = self
-            .s
-            .progress
-            .as_ref()
-            .is_none_or(|p| add(p.at.0, PROGRESS_EVERY) <= self.now);
         if let Some(value) = report.progress
             && before.is_none_or(|b| value > b)
-            && (at_once || due || checkpoint.is_some())
         {
             self.s.progress = Some(Progress {
                 value,
@@ -90,7 +78,7 @@ impl<'a> Decider<'a> {
     }
 
     /// Whether the attempt's progress grew since `since`: as recorded, or on its Lease and not
-    /// recorded yet (held back by `PROGRESS_EVERY`).
+    /// recorded yet.
     pub(super) fn grew_since(&self, since: Timestamp) -> bool {
         self.last_grew(since).is_some() || self.unrecorded_growth()
     }
@@ -135,7 +123,7 @@ impl<'a> Decider<'a> {
         let mut deadline = add(from, stall.as_std());
         if self.now >= deadline && self.unrecorded_growth() {
             // It grew since the last write: recorded now, and the clock starts again.
-            self.take_lease_reports(true);
+            self.take_lease_reports();
             deadline = add(self.now, stall.as_std());
         }
         if self.now < deadline {

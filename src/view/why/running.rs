@@ -15,16 +15,13 @@ pub(super) fn unknown(c: &Context, why: &mut Why) {
     let at = |t: &Time| c.at(t);
     why.phase = "Unknown".into();
     if let Some(created) = facts.events.iter().find(|e| e.reason == "PodCreated") {
-        // A first pod is recorded once it runs (or has waited FIRST_RECORD_WAIT since it was
-        // placed, FIRST_RECORD_QUEUE_WAIT unplaced): the Event came first.
+        // The pod was created and its status is not written yet: the Event came first.
         why.happened = format!(
-            "Agent {name}'s first pod was created {} ({}); its status is written once the pod runs, or if it does not, {} after it was created or placed ({} while it waits for the scheduler to place it or find it no place).",
+            "Agent {name}'s first pod was created {} ({}); its status is written within the operator's status interval (--status-interval, 10s unless set).",
             relative(facts.now, created.last),
             trim_period(&created.message),
-            duration(crate::supervise::FIRST_RECORD_WAIT.into()),
-            duration(crate::supervise::FIRST_RECORD_QUEUE_WAIT.into())
         );
-        why.next = "The operator records the pod's phase as soon as it runs.".into();
+        why.next = "The operator records the pod's phase within its status interval.".into();
         why.action = format!(
             "If its pod is still Pending, `kubectl describe pod` says what it waits for. If the pod runs and this stays, check that the agent-supervisor operator is running and watches namespace {namespace} (its logs say which namespaces it watches)."
         );

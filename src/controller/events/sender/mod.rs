@@ -1,9 +1,11 @@
-//! The sender of the decisions' Events: an object's first at once, the ones that follow
-//! within a window merged, a bounded queue, and nothing kept once a window closes.
+//! The sender of the decisions' Events, as Kubernetes' own recorder sends them: an object's
+//! Events go at once while it has tokens (a per-object limit stops floods), and those that wait
+//! for one are aggregated, every repeat of a reason becoming one Event with a count. A bounded
+//! queue, and nothing kept of an object once it has no Event waiting and its tokens are back.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event as EventObject;
@@ -15,22 +17,16 @@ use tracing::warn;
 
 use super::NOTE_LIMIT;
 use crate::controller::budget::{Bucket, BudgetConfig};
-use crate::controller::catch_up::{self, Creates};
-use crate::controller::storm::StormConfig;
 
-/// How long after an Event about an agent its next ones wait, to be sent together. An agent
-/// that crashes now and then has each Event sent at once; one crashing every few seconds has
-/// its Events merged, a few per request (see `merge`), instead of one request each while the
-/// API server is busiest. The status records every crash at once either way.
-pub const WINDOW: Duration = Duration::from_secs(10);
-
-/// Events a second, at most, while a crash storm outlasts an object's wait for it
-/// (`after_creates`), in bursts of as many, until the storm is over (`StormConfig::lasting`):
-/// without a pace, the Events of agents that began to crash together all went out in the same
-/// second when their wait ended, 200 at a time, and the pods created in that second waited for
-/// them (storm-only bench-scale: the Failed → next pod p50 80 ms in such a second against 7 ms
-/// in the baseline's).
-pub const STORM_PACE: u32 = 5;
+/// Each object's Events limit: `burst` at once (a crash, its restart and the next crash's are
+/// sent as they happen), then one every `1 / rate` seconds (a minute), like client-go's spam
+/// filter (25 at once, then one every five minutes), made smaller so that a crash loop's Events
+/// cost a few requests a minute, not two a restart. Higher makes a storm cost more requests;
+/// lower makes a quiet agent's Events wait more often.
+pub const LIMIT: BudgetConfig = BudgetConfig {
+    rate: 1.0 / 60.0,
+    burst: 4,
+};
 
 /// How many Events are being sent at once, at most.
 const SENDING: usize = 32;
@@ -40,61 +36,39 @@ const SENDING: usize = 32;
 /// (`agent_supervisor_events_dropped_total`), never waited for.
 const QUEUED: usize = 16_384;
 
-/// Joins the notes of Events merged into one.
-const JOIN: &str = " | ";
-
-/// Sends the decisions' Events: an object's first at once, the ones that follow within
-/// `WINDOW` together at its end, merged, in order, by one task per object. Nothing is kept
-/// once an object's window passes without an Event. (kube's `Recorder` keeps every Event it
-/// sent for six minutes, to count a repeat into a series showing only the first note; its
-/// cache grew to one entry per agent and every send scanned it under one lock. It stays for
-/// warnings, which do repeat.)
+/// Sends the decisions' Events: one task per object with Events waiting, which sends each when
+/// the object's limit has a token for it, the Events that waited meanwhile merged by reason.
+/// (kube's `Recorder` keeps every Event it sent for six minutes and sends a request for each
+/// repeat; it stays for warnings, which are rare.)
 #[derive(Clone)]
 pub struct Sender {
     client: kube::Client,
-    window: Duration,
-    windows: Arc<Mutex<Windows>>,
+    limit: BudgetConfig,
+    objects: Arc<Mutex<Objects>>,
     turns: Arc<Semaphore>,
     dropped: Counter,
-    /// When the operator last created a pod: Events wait while it is creating them.
-    creates: Arc<Creates>,
-    /// What makes a crash storm, in which Events go at `STORM_PACE`.
-    storm: StormConfig,
-    /// The pace of Events sent while one lasts.
-    pace: Arc<Mutex<Bucket>>,
 }
 
 impl Sender {
-    /// A sender holding an object's Events for `window` after one is sent (`WINDOW` outside
-    /// tests), and while the operator is creating pods (for at most a window, then at
-    /// `STORM_PACE` while a crash storm as `storm` tells it lasts).
-    pub fn new(
-        client: kube::Client,
-        window: Duration,
-        dropped: Counter,
-        creates: Arc<Creates>,
-        storm: StormConfig,
-    ) -> Self {
+    /// A sender limiting each object's Events to `limit` (`LIMIT` outside tests).
+    pub fn new(client: kube::Client, limit: BudgetConfig, dropped: Counter) -> Self {
         Sender {
             client,
-            window,
-            windows: Arc::new(Mutex::new(Windows::new(QUEUED))),
+            limit,
+            objects: Arc::new(Mutex::new(Objects::new(QUEUED))),
             turns: Arc::new(Semaphore::new(SENDING)),
             dropped,
-            creates,
-            storm,
-            pace: Arc::new(Mutex::new(full_pace(Instant::now()))),
         }
     }
 
-    /// Sends `events` about `regarding`, now or at the end of its window, without waiting
-    /// (none: nothing happens, no window opens). An Event lost with the process is only an
-    /// Event: the status holds the record.
+    /// Sends `events` about `regarding` as the object's limit allows, without waiting (none:
+    /// nothing happens). An Event lost with the process is only an Event: the status holds the
+    /// record.
     pub fn send_later(&self, regarding: ObjectReference, events: Vec<KubeEvent>) {
         let now = jiff::Timestamp::now();
-        let pending = events.into_iter().map(|event| Pending { at: now, event });
+        let pending = events.into_iter().map(|event| Pending::new(event, now));
         let key = WindowKey::of(&regarding);
-        let (first, dropped) = lock(&self.windows).offer(&key, pending);
+        let (start, dropped) = lock(&self.objects).offer(&key, pending, self.limit, Instant::now());
         if dropped > 0 {
             self.dropped.inc_by(dropped as u64);
             warn!(
@@ -102,98 +76,66 @@ impl Sender {
                 "too many Events waiting to be sent: dropped (the status records what they told)"
             );
         }
-        let Some(first) = first else {
+        if !start {
             return;
-        };
+        }
         let sender = self.clone();
         tokio::spawn(async move {
-            let mut batch = first;
+            // A token is reserved while an Event waits; the Event is chosen once it is there, so
+            // the repeats that came meanwhile are merged into it.
             loop {
-                sender.after_creates().await;
-                let sent = batch.len();
-                let merged = merge(batch);
-                sender.paced(merged.len()).await;
-                sender.send_all(&regarding, merged).await;
-                lock(&sender.windows).sent(sent);
-                tokio::time::sleep(sender.window).await;
-                match lock(&sender.windows).take_or_close(&key) {
-                    Some(next) => batch = next,
-                    None => return,
-                }
+                let reserved = lock(&sender.objects).reserve(&key, Instant::now());
+                let Some(at) = reserved else {
+                    return;
+                };
+                tokio::time::sleep_until(at.into()).await;
+                let Some(next) = lock(&sender.objects).take_one(&key) else {
+                    continue;
+                };
+                sender.send(&regarding, next).await;
             }
         });
     }
 
-    /// Waits while the operator is creating pods, for at most one window: in a burst of new
-    /// Agents, their Events follow their pods instead of slowing the creates after them.
-    async fn after_creates(&self) {
-        let deadline = Instant::now() + self.window;
-        while self.creates.busy(Instant::now()) && Instant::now() < deadline {
-            tokio::time::sleep(catch_up::BUSY).await;
-        }
-    }
-
-    /// Waits for `n` Events' turn in the pace while a crash storm lasts (`after_creates` gave
-    /// up waiting for the creates to pause), and no longer: once it is over, every Event
-    /// waiting for its turn goes, and the next storm's pace begins with no debt. (Turns
-    /// outlasting the storm that paced them left a converge of 10,000 Agents with 33 minutes
-    /// of Events to send at the pace, five a second in the steady state after it, and the next
-    /// storm's Events behind them.)
-    async fn paced(&self, n: usize) {
-        let now = Instant::now();
-        if !self.storm.lasting(&self.creates, now) {
-            *self.pace.lock().unwrap_or_else(|e| e.into_inner()) = full_pace(now);
-            return;
-        }
-        let n = u32::try_from(n).unwrap_or(u32::MAX);
-        let turn = self
-            .pace
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .reserve(n, now);
-        loop {
-            let now = Instant::now();
-            if now >= turn || !self.storm.lasting(&self.creates, now) {
-                return;
-            }
-            tokio::time::sleep((turn - now).min(catch_up::SOON)).await;
-        }
-    }
-
-    async fn send_all(&self, regarding: &ObjectReference, events: Vec<Pending>) {
+    async fn send(&self, regarding: &ObjectReference, pending: Pending) {
         let Ok(_turn) = self.turns.acquire().await else {
             return;
         };
         let namespace = regarding.namespace.as_deref().unwrap_or("default");
         let api: kube::Api<EventObject> = kube::Api::namespaced(self.client.clone(), namespace);
-        for Pending { at, event } in events {
-            let object = event_object(&event, regarding, at);
-            if let Err(e) = api.create(&PostParams::default(), &object).await {
-                warn!(reason = %event.reason, error = %e, "could not record an Event");
-            }
+        let object = event_object(&pending, regarding);
+        if let Err(e) = api.create(&PostParams::default(), &object).await {
+            warn!(reason = %pending.event.reason, error = %e, "could not record an Event");
         }
     }
 }
 
-/// The pace of Events in a storm (`STORM_PACE`), its burst not spent, as of `now`.
-fn full_pace(now: Instant) -> Bucket {
-    let config = BudgetConfig {
-        rate: f64::from(STORM_PACE),
-        burst: STORM_PACE,
-    };
-    Bucket::new(config, now)
-}
-
-fn lock(windows: &Mutex<Windows>) -> std::sync::MutexGuard<'_, Windows> {
-    windows
+fn lock(objects: &Mutex<Objects>) -> std::sync::MutexGuard<'_, Objects> {
+    objects
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// An Event waiting to be sent, and when it happened.
+/// An Event waiting to be sent: when it first and last happened, and how many times.
 struct Pending {
     at: jiff::Timestamp,
+    last: jiff::Timestamp,
+    count: u32,
+    /// Its note could take no more: the repeats after are only counted.
+    full: bool,
     event: KubeEvent,
+}
+
+impl Pending {
+    fn new(event: KubeEvent, at: jiff::Timestamp) -> Self {
+        Pending {
+            at,
+            last: at,
+            count: 1,
+            full: false,
+            event,
+        }
+    }
 }
 
 /// The object an Event is about: a namesake created after it is another object.
@@ -214,30 +156,42 @@ impl WindowKey {
     }
 }
 
-/// The objects whose window is open, with the Events waiting for its end, and how many Events
-/// are accepted and not sent yet (bounded).
-struct Windows {
-    open: HashMap<WindowKey, Vec<Pending>>,
+/// Each object's Events waiting and its limit, and how many Events are accepted and not sent
+/// yet (bounded).
+struct Objects {
+    by_key: HashMap<WindowKey, Object>,
     queued: usize,
     capacity: usize,
+    /// Offers since the last sweep.
+    since_sweep: usize,
 }
 
-impl Windows {
+struct Object {
+    waiting: Vec<Pending>,
+    limit: Bucket,
+    /// A task sends its Events.
+    sending: bool,
+}
+
+impl Objects {
     fn new(capacity: usize) -> Self {
-        Windows {
-            open: HashMap::new(),
+        Objects {
+            by_key: HashMap::new(),
             queued: 0,
             capacity,
+            since_sweep: 0,
         }
     }
 
-    /// Events about `key`: returned to be sent now if its window was closed (it opens),
-    /// otherwise kept for the window's end; with how many were dropped, the queue being full.
+    /// Events about `key`, kept to be sent; with whether a task must start to send them, and
+    /// how many were dropped, the queue being full.
     fn offer(
         &mut self,
         key: &WindowKey,
         events: impl IntoIterator<Item = Pending>,
-    ) -> (Option<Vec<Pending>>, usize) {
+        limit: BudgetConfig,
+        now: Instant,
+    ) -> (bool, usize) {
         let mut accepted = Vec::new();
         let mut dropped = 0;
         for event in events {
@@ -249,42 +203,64 @@ impl Windows {
             }
         }
         if accepted.is_empty() {
-            return (None, dropped);
+            return (false, dropped);
         }
-        match self.open.get_mut(key) {
-            Some(waiting) => {
-                waiting.extend(accepted);
-                (None, dropped)
-            }
-            None => {
-                self.open.insert(key.clone(), Vec::new());
-                (Some(accepted), dropped)
-            }
-        }
+        self.sweep(now);
+        let object = self.by_key.entry(key.clone()).or_insert_with(|| Object {
+            waiting: Vec::new(),
+            limit: Bucket::new(limit, now),
+            sending: false,
+        });
+        object.waiting.extend(accepted);
+        let start = !std::mem::replace(&mut object.sending, true);
+        (start, dropped)
     }
 
-    /// `n` Events taken to be sent were sent (or given up on).
-    fn sent(&mut self, n: usize) {
-        self.queued = self.queued.saturating_sub(n);
+    /// A token for `key`'s next Event: when it is there; `None` when none waits (its task
+    /// ends).
+    fn reserve(&mut self, key: &WindowKey, now: Instant) -> Option<Instant> {
+        let object = self.by_key.get_mut(key)?;
+        if object.waiting.is_empty() {
+            object.sending = false;
+            return None;
+        }
+        Some(object.limit.reserve(1, now))
     }
 
-    /// At the end of `key`'s window: the Events that waited for it, to be sent now (a new
-    /// window begins), or none, and the window closes.
-    fn take_or_close(&mut self, key: &WindowKey) -> Option<Vec<Pending>> {
-        match self.open.get_mut(key) {
-            Some(waiting) if !waiting.is_empty() => Some(std::mem::take(waiting)),
-            _ => {
-                self.open.remove(key);
-                None
-            }
+    /// The Events waiting about `key`, merged (`merge`): the first of them, to be sent now.
+    fn take_one(&mut self, key: &WindowKey) -> Option<Pending> {
+        let object = self.by_key.get_mut(key)?;
+        let mut merged = merge(std::mem::take(&mut object.waiting));
+        if merged.is_empty() {
+            return None;
         }
+        let first = merged.remove(0);
+        let sent = first.count as usize;
+        object.waiting = merged;
+        self.queued = self.queued.saturating_sub(sent);
+        Some(first)
+    }
+
+    /// Now and then, forgets the objects with nothing waiting whose limit is whole again:
+    /// remembering them would change nothing.
+    fn sweep(&mut self, now: Instant) {
+        self.since_sweep += 1;
+        if self.since_sweep <= self.by_key.len().max(1024) {
+            return;
+        }
+        self.since_sweep = 0;
+        self.by_key
+            .retain(|_, o| o.sending || !o.waiting.is_empty() || !o.limit.is_full(now));
     }
 }
 
-/// Events to send together: the Events of one reason and type become one Event whose note joins
-/// theirs in order (a person reads every one), at the time of the first, as long as the note
-/// stays within what the API server accepts; beyond that a new Event begins. An agent that backs
-/// off between crashes alternates `Crashed` and its restarts: each reason is still told once.
+/// Joins the notes of Events merged into one.
+const JOIN: &str = " | ";
+
+/// Events to send together: the Events of one reason and type become one Event with their count
+/// (its series), at the time of the first, whose note joins theirs in order (a person reads
+/// every one) as long as it stays within what the API server accepts. An agent that backs off
+/// between crashes alternates `Crashed` and its restarts: each reason is still told once.
 fn merge(events: Vec<Pending>) -> Vec<Pending> {
     let mut merged: Vec<Pending> = Vec::with_capacity(events.len());
     for next in events {
@@ -297,25 +273,28 @@ fn merge(events: Vec<Pending>) -> Vec<Pending> {
                 last.event.note.as_deref().unwrap_or_default(),
                 next.event.note.as_deref().unwrap_or_default(),
             );
-            if so_far.len() + JOIN.len() + note.len() <= NOTE_LIMIT {
+            if !last.full && so_far.len() + JOIN.len() + note.len() <= NOTE_LIMIT {
                 last.event.note = Some(format!("{so_far}{JOIN}{note}"));
-                last.event.secondary = next.event.secondary;
-                continue;
+            } else {
+                last.full = true;
             }
+            // Beyond what a note holds, a repeat is still counted: the note keeps the first.
+            last.event.secondary = next.event.secondary;
+            last.count += next.count;
+            last.last = next.last;
+            continue;
         }
         merged.push(next);
     }
     merged
 }
 
-/// The Event object for `event` about `regarding`, happened `at`: named after the object and
-/// the time of sending (made unique within this process), as kube's `Recorder` names them.
-fn event_object(
-    event: &KubeEvent,
-    regarding: &ObjectReference,
-    at: jiff::Timestamp,
-) -> EventObject {
+/// The Event object for `pending` about `regarding`, with its count when it happened more than
+/// once: named after the object and the time of sending (made unique within this process), as kube's `Recorder` names them.
+fn event_object(pending: &Pending, regarding: &ObjectReference) -> EventObject {
+    use k8s_openapi::api::events::v1::EventSeries;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+    let event = &pending.event;
     use std::sync::atomic::{AtomicU64, Ordering};
     static LAST: AtomicU64 = AtomicU64::new(0);
     let wanted = u64::try_from(jiff::Timestamp::now().as_nanosecond()).unwrap_or_default();
@@ -336,7 +315,12 @@ fn event_object(
         action: Some(event.action.clone()),
         reason: Some(event.reason.clone()),
         note: event.note.clone(),
-        event_time: Some(MicroTime(at)),
+        event_time: Some(MicroTime(pending.at)),
+        // A series counts two or more: one Event told once has none.
+        series: (pending.count > 1).then(|| EventSeries {
+            count: i32::try_from(pending.count).unwrap_or(i32::MAX),
+            last_observed_time: MicroTime(pending.last),
+        }),
         regarding: Some(regarding.clone()),
         related: event.secondary.clone(),
         reporting_controller: Some(crate::controller::FIELD_MANAGER.to_string()),

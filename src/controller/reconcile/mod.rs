@@ -1,0 +1,261 @@
+//! One reconcile of one Agent: gather → decide → act → record.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, ResourceExt};
+use tracing::{info, instrument};
+
+mod decision;
+mod record;
+
+use super::act::{create_pod, delete_pod, dry_run, ensure_owned_objects, remove_old_pods};
+use super::error::Error;
+use super::fresh::Freshness;
+use super::{AgentObject, Context, RESYNC, events, manifests};
+use crate::api::{Agent, AgentStatus};
+use crate::supervise::Plan;
+use decision::Decision;
+use record::Recorded;
+
+pub use record::flush;
+
+/// Reconciles one Agent; an Agent that cannot be decoded is reported and left alone.
+pub async fn reconcile(object: Arc<AgentObject>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let agent = match &object.0 {
+        Ok(agent) => agent,
+        Err(invalid) => {
+            events::report_invalid(&ctx.recorder, "Agent", invalid).await;
+            return Ok(Action::await_change());
+        }
+    };
+    let result = reconcile_agent(agent, &ctx).await;
+    if result.is_ok() {
+        ctx.retries.succeeded(&ObjectRef::from(object.as_ref()));
+    }
+    result
+}
+
+#[instrument(skip_all, fields(namespace = %agent.namespace().unwrap_or_default(), name = %agent.name_any()))]
+async fn reconcile_agent(agent: &Agent, ctx: &Context) -> Result<Action, Error> {
+    match decide_and_act(agent, ctx).await? {
+        // A failure whose restart is due at once was recorded: the restart is made now, on
+        // the Agent as written, instead of once its watch event comes back.
+        Done::DueNow(written) => decide_and_act(&written, ctx).await.map(Done::action),
+        done => Ok(done.action()),
+    }
+}
+
+/// What one decision left to do.
+enum Done {
+    /// Reconcile again as the action says.
+    Then(Action),
+    /// The Agent as just written has a restart due now.
+    DueNow(Box<Agent>),
+}
+
+impl Done {
+    fn action(self) -> Action {
+        match self {
+            Done::Then(action) => action,
+            Done::DueNow(_) => Action::requeue(Duration::ZERO),
+        }
+    }
+}
+
+async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
+    if let Some(action) = left_alone(agent, ctx) {
+        return Ok(Done::Then(action));
+    }
+    let started = std::time::Instant::now();
+    let _timer = scopeguard(|| {
+        let elapsed = started.elapsed().as_secs_f64();
+        ctx.metrics.reconcile_duration.observe(elapsed)
+    });
+    let now = jiff::Timestamp::now();
+    // Gather → decide.
+    let d = match decision::decide(agent, ctx, now).await? {
+        Ok(decided) => decided,
+        Err(wait) => return Ok(Done::Then(wait)),
+    };
+    let (plan, unset) = (&d.plan, AgentStatus::default());
+    let before = d.before().unwrap_or(&unset);
+    log_decision(plan);
+    // Act: nothing running is deleted before its replacement is known to be creatable, and a
+    // kill (hung, never started, suspended, replaced) is recorded before it happens: once the
+    // pod is gone, nothing else would tell it from a pod lost with its node.
+    let pods: Api<Pod> =
+        Api::namespaced(ctx.client.clone(), &agent.namespace().unwrap_or_default());
+    if let Err(error) = validate_replacement(&d, &pods, ctx).await {
+        return Err(record::refused(&d.agent, before, error, ctx).await);
+    }
+    if let (Some(kill), None) = (&plan.delete_pod, &plan.create_pod) {
+        record::write(&d.written, plan, ctx).await?;
+        events::publish(&d.agent, plan, ctx);
+        ctx.metrics.observe(before, plan, now);
+        delete_pod(&pods, kill, ctx).await?;
+        return Ok(Done::Then(d.waiting.unwrap_or_else(|| requeue(plan, now))));
+    }
+    if let Some(kill) = &plan.delete_pod {
+        delete_pod(&pods, kill, ctx).await?;
+    }
+    if let Some(done) = create(&d, &pods, ctx).await? {
+        return Ok(done);
+    }
+    // Record, then tell: the Events follow without holding up the next reconcile.
+    let recorded = record::record(&d.written, plan, d.watched, ctx).await?;
+    prune(&d, &recorded, &pods, ctx);
+    events::publish(&d.agent, plan, ctx);
+    ctx.metrics.observe(before, plan, now);
+    Ok(next(d, recorded, now))
+}
+
+/// Why `agent` is not decided for now, if it is not: it is being deleted, its namespace is, or
+/// the cache has not shown this process's last write yet.
+fn left_alone(agent: &Agent, ctx: &Context) -> Option<Action> {
+    let namespace = agent.namespace().unwrap_or_default();
+    let created = agent.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    if agent.metadata.deletion_timestamp.is_some() || ctx.terminating.holds(&namespace, created) {
+        // Its pods, Lease and claims go with it through garbage collection; nothing can be
+        // made in a namespace being deleted. Nothing is kept for it.
+        ctx.own_writes.forget(&namespace, &agent.name_any());
+        ctx.writer.forget(agent);
+        return Some(Action::await_change());
+    }
+    let cached = agent.resource_version().unwrap_or_default();
+    let freshness = ctx
+        .own_writes
+        .freshness(&namespace, &agent.name_any(), &cached);
+    // A decision on a cache behind this process's last write would be refused (its write
+    // carries the version it was made on). Its watch event comes soon.
+    (freshness == Freshness::Behind).then(|| Action::requeue(Duration::from_secs(1)))
+}
+
+/// Logs a decision that does or says something, once.
+fn log_decision(plan: &Plan) {
+    if plan.create_pod.is_some() || plan.delete_pod.is_some() || !plan.events.is_empty() {
+        let events: Vec<&str> = plan.events.iter().map(|e| e.reason.as_str()).collect();
+        info!(
+            phase = plan.status.phase.map(|p| p.as_str()),
+            create = plan.create_pod.as_ref().map(|p| p.name.as_str()),
+            delete = plan.delete_pod.as_deref(),
+            ?events,
+            "decided"
+        );
+    }
+}
+
+/// Before a running pod is deleted for a replacement: the Lease and claims exist, and the API
+/// server would create the replacement (a dry run).
+async fn validate_replacement(
+    d: &Decision<'_>,
+    pods: &Api<Pod>,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let plan = &d.plan;
+    let (Some(_), Some(next)) = (
+        &plan.delete_pod,
+        plan.validate_pod.as_ref().or(plan.create_pod.as_ref()),
+    ) else {
+        return Ok(());
+    };
+    ensure_owned_objects(&d.agent, ctx).await?;
+    dry_run(&d.agent, pods, next, &manifests::template_hash(&d.agent)).await
+}
+
+/// Creates the plan's pod, before it is recorded: a lost status write is repaired by adopting
+/// the pod (its name is derived from the attempt, and it carries what it was created for),
+/// never by a second pod. `Some` when the reconcile ends here.
+async fn create(d: &Decision<'_>, pods: &Api<Pod>, ctx: &Context) -> Result<Option<Done>, Error> {
+    let Some(new) = &d.plan.create_pod else {
+        return Ok(None);
+    };
+    let namespace = d.agent.namespace().unwrap_or_default();
+    ensure_owned_objects(&d.agent, ctx).await?;
+    let hash = manifests::template_hash(&d.agent);
+    if let Err(e) = create_pod(&d.agent, pods, new, &hash).await {
+        if e.refused_for_deletion() {
+            ctx.terminating.saw(&namespace, jiff::Timestamp::now());
+            return Ok(Some(Done::Then(Action::await_change())));
+        }
+        events::warn_user(&d.agent, &e, ctx);
+        return Err(e);
+    }
+    ctx.own_writes.created(&namespace, &new.name);
+    Ok(None)
+}
+
+/// Removes old pods once a pod was created or a status written. The pods of the attempts the
+/// server records stay: a successor rebuilds what is not recorded from them.
+fn prune(d: &Decision<'_>, recorded: &Recorded, pods: &Api<Pod>, ctx: &Context) {
+    let on_server = d.on_server().map_or(0, |s| s.attempt);
+    let recorded_attempt = match recorded {
+        Recorded::Written(Some(w)) => w.status.as_ref().map_or(0, |s| s.attempt),
+        Recorded::Written(None) | Recorded::Pending(_) => on_server,
+    };
+    if d.plan.create_pod.is_some() || matches!(recorded, Recorded::Written(Some(_))) {
+        let attempt = d.plan.status.attempt.min(recorded_attempt + 1);
+        remove_old_pods(&d.agent, pods, attempt, ctx);
+    }
+}
+
+/// When to look again: at once on the Agent as written when its restart is due now, when the
+/// budget or the pending status says, or when the plan wants.
+fn next(d: Decision<'_>, recorded: Recorded, now: jiff::Timestamp) -> Done {
+    let plan = &d.plan;
+    if let Some(wait) = d.waiting {
+        return Done::Then(wait);
+    }
+    let due_now = plan.create_pod.is_none()
+        && plan.status.phase == Some(crate::api::Phase::BackingOff)
+        && plan
+            .status
+            .next_restart_at
+            .as_ref()
+            .is_some_and(|t| t.0 <= now);
+    match recorded {
+        Recorded::Pending(left) => Done::Then(requeue_within(plan, now, left)),
+        Recorded::Written(Some(written)) if due_now => Done::DueNow(written),
+        Recorded::Written(_) => Done::Then(requeue(plan, now)),
+    }
+}
+
+/// Runs `f` when dropped: times a reconcile however it ends.
+fn scopeguard<F: FnOnce()>(f: F) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
+}
+
+/// As `requeue`, but within `limit`.
+fn requeue_within(plan: &Plan, now: jiff::Timestamp, limit: Duration) -> Action {
+    Action::requeue(wait_for(plan, now).min(limit))
+}
+
+fn requeue(plan: &Plan, now: jiff::Timestamp) -> Action {
+    Action::requeue(wait_for(plan, now))
+}
+
+/// How long until `plan` wants another look.
+fn wait_for(plan: &Plan, now: jiff::Timestamp) -> Duration {
+    match plan.requeue_at {
+        Some(at) => {
+            let wait = (at - now)
+                .total(jiff::Unit::Millisecond)
+                .unwrap_or(0.0)
+                .max(0.0);
+            // Status times are whole seconds: wake just after the due second.
+            Duration::from_millis(wait as u64 + 50).min(RESYNC)
+        }
+        None => RESYNC,
+    }
+}

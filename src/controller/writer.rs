@@ -1,0 +1,310 @@
+//! The one status writer: per Agent, the status last written and the status decided since.
+//!
+//! Every change the operator decides for an Agent is written within the status interval
+//! (`--status-interval`) of its cause, at any load. An Agent not written for that long is written
+//! at once (the leading edge: a quiet agent's first crash shows in about a second); changes to one
+//! written more recently wait, merged, until its interval is up (the trailing edge, a little
+//! sooner for some agents than others, by uid, so that agents crashing together are not written
+//! in the same instant). A crash loop is so bounded to one write an interval by construction, as
+//! the kubelet's status manager bounds a pod's.
+//!
+//! A decision starts from the pending status, as from a written one. What waits is only what a
+//! successor would decide again from the pods if this process died (`may_wait`): failures, each
+//! restarted by the pod made for it, at most `MAX_UNRECORDED` of them, and the pods' phases. Each
+//! of those pods is kept until the failure it tells of is written (`act::remove_old_pods`), and a
+//! successor adopts them, newest first (`gather`). Everything others decide from — a shutdown, a
+//! kill, a give-up or an open breaker, a group's member, a heartbeat, an outage — goes at once.
+//!
+//! A graceful stop writes everything pending (`flush`).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use kube::ResourceExt;
+use prometheus_client::metrics::gauge::Gauge;
+
+use crate::api::{Agent, AgentStatus, Phase, Trigger};
+use crate::supervise::{Input, Plan, PolicyResolution};
+
+/// The status interval unless `--status-interval` sets another: the kubelet's status manager
+/// writes a pod's status at least this often, and people know that bound. Shorter makes a crash
+/// loop cost more writes (one an interval); longer makes the status older.
+pub const STATUS_INTERVAL: Duration = Duration::from_secs(10);
+
+/// How many failures a pending status may hold that the written one does not: a successor
+/// decides each again from its pod, so each pod is kept until then. With the previous attempt
+/// and a batch of old pods awaiting removal (`act::BATCH`) this bounds an Agent's finished pods
+/// (at most 8). A crash loop that fails faster than this many times an interval is written when
+/// it reaches it, sooner than its interval.
+pub const MAX_UNRECORDED: u32 = 4;
+
+/// The part of the interval by which an agent's trailing write may come early, by its uid.
+const SPREAD: f64 = 0.1;
+
+/// An Agent, by namespace and name.
+type Key = (String, String);
+
+/// What the writer knows of each Agent it wrote or holds a status for.
+pub struct Writer {
+    interval: Duration,
+    agents: Mutex<HashMap<Key, Entry>>,
+    /// How many statuses are pending, in every scope (`agent_supervisor_status_pending`).
+    pending: Gauge,
+}
+
+#[derive(Default)]
+struct Entry {
+    /// When this process last wrote the Agent's status.
+    written_at: Option<Instant>,
+    pending: Option<Pending>,
+}
+
+/// A status decided and not yet written.
+#[derive(Clone, Debug)]
+pub struct Pending {
+    /// The Agent as the server had it when the status was decided (its resourceVersion is the
+    /// write's precondition).
+    pub written: Agent,
+    pub status: AgentStatus,
+    /// When its first unwritten change was decided.
+    pub since: Instant,
+    /// When it is to be written.
+    pub due: Instant,
+}
+
+impl Pending {
+    /// `agent` with this status.
+    pub fn apply(&self, agent: &Agent) -> Agent {
+        Agent {
+            status: Some(self.status.clone()),
+            ..agent.clone()
+        }
+    }
+
+    /// Whether it was decided on `agent`'s status as it is (its spec or metadata may differ).
+    fn made_on(&self, agent: &Agent) -> bool {
+        let unset = AgentStatus::default();
+        agent.uid() == self.written.uid()
+            && agent.status.as_ref().unwrap_or(&unset)
+                == self.written.status.as_ref().unwrap_or(&unset)
+    }
+}
+
+/// When a decided status is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    Now,
+    At(Instant),
+}
+
+impl Writer {
+    /// A writer with `interval`, counting what it holds in `pending`.
+    pub fn new(interval: Duration, pending: Gauge) -> Self {
+        Writer {
+            interval,
+            agents: Mutex::default(),
+            pending,
+        }
+    }
+
+    /// Drops what `entry` holds, if anything.
+    fn drop_pending(&self, entry: &mut Entry) -> Option<Pending> {
+        let taken = entry.pending.take();
+        if taken.is_some() {
+            self.pending.dec();
+        }
+        taken
+    }
+
+    /// The status interval.
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Entry>> {
+        self.agents.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The status pending for `agent`, if it was decided on the Agent's status as it is. One
+    /// decided on a status someone else has changed since is dropped: the decision adopts the
+    /// pods, as after a lost write.
+    pub fn pending(&self, agent: &Agent) -> Option<Pending> {
+        let mut agents = self.lock();
+        let entry = agents.get_mut(&key(agent))?;
+        match &entry.pending {
+            Some(p) if p.made_on(agent) => Some(p.clone()),
+            Some(_) => {
+                self.drop_pending(entry);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// When a status decided for `agent` at `now` that may wait (`may_wait`) is written: at once
+    /// if the Agent was not written within the interval, else when its interval is up.
+    pub fn when(&self, agent: &Agent, now: Instant) -> When {
+        let agents = self.lock();
+        let written_at = agents.get(&key(agent)).and_then(|e| e.written_at);
+        match written_at.map(|at| at + self.interval - self.spread(agent)) {
+            Some(due) if now < due => When::At(due),
+            _ => When::Now,
+        }
+    }
+
+    /// How much sooner than its interval `agent`'s trailing write comes: the same each time.
+    fn spread(&self, agent: &Agent) -> Duration {
+        let share = crate::supervise::stable_hash(agent.uid().unwrap_or_default().bytes()) % 1024;
+        self.interval.mul_f64(SPREAD * share as f64 / 1024.0)
+    }
+
+    /// Holds `status`, decided at `now` on `written` (the Agent as the server has it), to be
+    /// written at `due`; it keeps the time of the first change not written.
+    pub fn hold(&self, written: &Agent, status: AgentStatus, now: Instant, due: Instant) {
+        let mut agents = self.lock();
+        let entry = agents.entry(key(written)).or_default();
+        let since = entry
+            .pending
+            .as_ref()
+            .filter(|p| p.made_on(written))
+            .map_or(now, |p| p.since);
+        if entry.pending.is_none() {
+            self.pending.inc();
+        }
+        entry.pending = Some(Pending {
+            written: written.clone(),
+            status,
+            since,
+            due,
+        });
+    }
+
+    /// `agent`'s status was written at `now` (or nothing was left to write): nothing pending.
+    /// Returns when the first change it held was decided, if one was.
+    pub fn wrote(&self, agent: &Agent, now: Instant) -> Option<Instant> {
+        let mut agents = self.lock();
+        let entry = agents.entry(key(agent)).or_default();
+        entry.written_at = Some(now);
+        self.drop_pending(entry).map(|p| p.since)
+    }
+
+    /// Nothing is pending for `agent`: what was decided is what the server has.
+    pub fn settled(&self, agent: &Agent) {
+        if let Some(entry) = self.lock().get_mut(&key(agent)) {
+            self.drop_pending(entry);
+        }
+    }
+
+    /// The Agent is gone: nothing to remember of it.
+    pub fn forget(&self, agent: &Agent) {
+        self.forget_named(&agent.namespace().unwrap_or_default(), &agent.name_any());
+    }
+
+    /// The Agent `namespace/name` is gone.
+    pub fn forget_named(&self, namespace: &str, name: &str) {
+        let removed = self
+            .lock()
+            .remove(&(namespace.to_string(), name.to_string()));
+        if removed.is_some_and(|e| e.pending.is_some()) {
+            self.pending.dec();
+        }
+    }
+
+    /// Every status pending, taken (a graceful stop writes them).
+    pub fn take_pending(&self) -> Vec<Pending> {
+        let mut agents = self.lock();
+        agents
+            .values_mut()
+            .filter_map(|e| self.drop_pending(e))
+            .collect()
+    }
+
+    /// How many Agents the writer remembers (for tests: it forgets deleted ones).
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether it remembers none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Forgets what it remembers of Agents not written for an interval (their entries say
+    /// nothing the next write needs: `when` is `Now` for them either way), and statuses pending
+    /// an interval past their due time: their Agent is gone (a live one is written when due), or
+    /// its successor decides again from the pods, as after a lost write.
+    pub fn sweep(&self, now: Instant) {
+        let interval = self.interval;
+        let recent = |at: Instant| now.saturating_duration_since(at) < interval;
+        self.lock().retain(|_, e| {
+            if e.pending.as_ref().is_some_and(|p| !recent(p.due)) {
+                self.drop_pending(e);
+            }
+            e.pending.is_some() || e.written_at.is_some_and(recent)
+        });
+    }
+}
+
+fn key(agent: &Agent) -> Key {
+    (agent.namespace().unwrap_or_default(), agent.name_any())
+}
+
+/// Whether `plan`'s status may wait for the trailing edge, given the status as written: it
+/// holds, beyond what is written, only failures (at most `MAX_UNRECORDED`) each restarted by the
+/// pod made for it but the last (waiting for its backoff, or restarted too), and the phase of
+/// the current pod; nothing others decide from (`watched`, a group, a shutdown, a kill, a
+/// handled request, an open breaker) and nothing a successor could not decide again from the
+/// pods.
+pub fn may_wait(written: &AgentStatus, plan: &Plan, watched: bool) -> bool {
+    let s = &plan.status;
+    let routine = |s: &AgentStatus| {
+        matches!(
+            s.phase,
+            Some(Phase::Pending | Phase::Running | Phase::BackingOff)
+        )
+    };
+    let breaker = |s: &AgentStatus| s.circuit_breaker.as_ref().map(|b| (b.state, b.trips));
+    let requests = |s: &AgentStatus| {
+        (
+            s.handled_restart_request.clone(),
+            s.handled_reset_request.clone(),
+        )
+    };
+    // The first attempt whose failure the written status may not record yet.
+    let first = written.attempt.max(1);
+    let new_failures = s.restart_history.iter().take_while(|r| r.attempt >= first);
+    let rebuildable = s.attempt >= written.attempt
+        && s.attempt - written.attempt <= MAX_UNRECORDED
+        && new_failures.clone().all(|r| r.trigger == Trigger::Failure)
+        && new_failures.count() <= MAX_UNRECORDED as usize;
+    written.attempt > 0
+        && routine(written)
+        && routine(s)
+        && rebuildable
+        && !watched
+        && s.group.is_none()
+        && written.group.is_none()
+        && s.shutdown == written.shutdown
+        && plan.record_shutdown.is_none()
+        && plan.delete_pod.is_none()
+        && breaker(s) == breaker(written)
+        && requests(s) == requests(written)
+        && s.observed_generation == written.observed_generation
+}
+
+/// Whether others decide from this agent's status: a policy that detects outages (it counts
+/// failures from the statuses), or one that is missing. (A lost heartbeat kills a pod, and a
+/// kill is written at once; the restart after it is rebuilt from the pod made for it.)
+pub fn watched(input: &Input) -> bool {
+    match &input.policy {
+        PolicyResolution::Named(_, spec) | PolicyResolution::NamespaceDefault(spec) => {
+            spec.outage.is_some()
+        }
+        PolicyResolution::BuiltIn => false,
+        PolicyResolution::Missing(_) => true,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,201 @@
+//! The writer's edges, what may wait, and what it forgets.
+
+use prometheus_client::metrics::gauge::Gauge;
+
+use super::*;
+use crate::api::{RestartRecord, Trigger};
+
+fn agent(name: &str, uid: &str, status: AgentStatus) -> Agent {
+    let mut agent = Agent::new(
+        name,
+        serde_json::from_value(serde_json::json!({
+            "template": { "spec": { "containers": [{ "name": "a", "image": "a" }] } }
+        }))
+        .unwrap(),
+    );
+    agent.metadata.namespace = Some("team".into());
+    agent.metadata.uid = Some(uid.into());
+    agent.status = Some(status);
+    agent
+}
+
+fn running(attempt: u32) -> AgentStatus {
+    AgentStatus {
+        attempt,
+        phase: Some(Phase::Running),
+        ..AgentStatus::default()
+    }
+}
+
+fn failed(attempt: u32, trigger: Trigger) -> RestartRecord {
+    let trigger = serde_json::to_value(trigger).unwrap();
+    serde_json::from_value(serde_json::json!({ "attempt": attempt, "trigger": trigger })).unwrap()
+}
+
+/// A plan that records the failures of `attempts` (newest last), each restarted, with the pod of
+/// the attempt after the last pending.
+fn restarted(attempts: std::ops::RangeInclusive<u32>) -> Plan {
+    let mut status = AgentStatus {
+        attempt: attempts.end() + 1,
+        phase: Some(Phase::Pending),
+        ..AgentStatus::default()
+    };
+    for attempt in attempts {
+        status
+            .restart_history
+            .insert(0, failed(attempt, Trigger::Failure));
+    }
+    Plan {
+        status,
+        ..Plan::default()
+    }
+}
+
+#[test]
+fn a_quiet_agent_is_written_at_once_and_a_busy_one_when_its_interval_is_up() {
+    let writer = Writer::new(Duration::from_secs(10), Gauge::default());
+    let a = agent("a", "u1", running(1));
+    let t0 = Instant::now();
+    assert_eq!(writer.when(&a, t0), When::Now, "never written");
+    assert_eq!(writer.wrote(&a, t0), None, "nothing was pending");
+    let t1 = t0 + Duration::from_secs(2);
+    let When::At(due) = writer.when(&a, t1) else {
+        panic!("written 2 s ago: the change waits");
+    };
+    // When its interval is up, a little sooner by agent, never later.
+    assert!(due <= t0 + Duration::from_secs(10));
+    assert!(due >= t0 + Duration::from_secs(9));
+    assert_eq!(writer.when(&a, t0 + Duration::from_secs(10)), When::Now);
+    assert_eq!(
+        writer.when(&a, due),
+        When::Now,
+        "due: written, not held again"
+    );
+    // Another agent is not concerned.
+    assert_eq!(writer.when(&agent("b", "u2", running(1)), t1), When::Now);
+}
+
+#[test]
+fn a_pending_status_is_decided_from_until_someone_else_changes_the_status() {
+    let writer = Writer::new(Duration::from_secs(10), Gauge::default());
+    let a = agent("a", "u1", running(1));
+    let t0 = Instant::now();
+    let decided = restarted(1..=1).status;
+    writer.hold(&a, decided.clone(), t0, t0 + Duration::from_secs(10));
+    let pending = writer.pending(&a).expect("held");
+    assert_eq!(pending.status, decided);
+    assert_eq!(pending.apply(&a).status, Some(decided.clone()));
+    // A later change keeps the time of the first one not written.
+    writer.hold(&a, restarted(1..=2).status, t0 + Duration::from_secs(3), t0);
+    assert_eq!(writer.pending(&a).unwrap().since, t0);
+    // The status changed by someone else: what was pending is dropped.
+    let changed = agent("a", "u1", running(2));
+    assert!(writer.pending(&changed).is_none());
+    assert!(writer.pending(&a).is_none(), "dropped, not kept for later");
+    // A namesake with another uid is another Agent.
+    writer.hold(&a, decided, t0, t0);
+    assert!(writer.pending(&agent("a", "u9", running(1))).is_none());
+}
+
+#[test]
+fn writing_takes_what_was_pending_and_a_stop_takes_everything() {
+    let writer = Writer::new(Duration::from_secs(10), Gauge::default());
+    let (a, b) = (agent("a", "u1", running(1)), agent("b", "u2", running(1)));
+    let t0 = Instant::now();
+    writer.hold(&a, restarted(1..=1).status, t0, t0);
+    writer.hold(&b, restarted(1..=1).status, t0, t0);
+    assert_eq!(writer.wrote(&a, t0 + Duration::from_secs(1)), Some(t0));
+    assert!(writer.pending(&a).is_none());
+    let taken = writer.take_pending();
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].written.metadata.name.as_deref(), Some("b"));
+    assert!(writer.take_pending().is_empty());
+}
+
+#[test]
+fn a_deleted_agent_is_forgotten_and_idle_ones_are_swept() {
+    let writer = Writer::new(Duration::from_secs(10), Gauge::default());
+    let t0 = Instant::now();
+    for i in 0..100 {
+        let a = agent(&format!("a{i}"), &format!("u{i}"), running(1));
+        writer.wrote(&a, t0);
+        writer.hold(&a, restarted(1..=1).status, t0, t0);
+    }
+    assert_eq!((writer.len(), writer.pending.get()), (100, 100));
+    for i in 0..50 {
+        writer.forget(&agent(&format!("a{i}"), &format!("u{i}"), running(1)));
+    }
+    assert_eq!((writer.len(), writer.pending.get()), (50, 50));
+    // Kept while written within the interval, or pending until an interval past due.
+    writer.sweep(t0 + Duration::from_secs(5));
+    assert_eq!(writer.len(), 50, "written within the interval: kept");
+    let b = agent("b", "ub", running(1));
+    writer.hold(
+        &b,
+        restarted(1..=1).status,
+        t0,
+        t0 + Duration::from_secs(20),
+    );
+    writer.sweep(t0 + Duration::from_secs(25));
+    assert_eq!(writer.len(), 1, "only the one pending, due 5 s ago");
+    writer.sweep(t0 + Duration::from_secs(31));
+    assert!(writer.is_empty(), "due an interval ago: its Agent is gone");
+    // Deleted, as the watch tells it.
+    writer.hold(&b, restarted(1..=1).status, t0, t0);
+    assert_eq!(writer.pending.get(), 1);
+    writer.forget_named("team", "b");
+    assert!(writer.is_empty());
+    assert_eq!(writer.pending.get(), 0, "counted out");
+}
+
+#[test]
+fn only_failures_restarted_by_their_pods_may_wait() {
+    let written = running(1);
+    assert!(may_wait(&written, &restarted(1..=1), false));
+    assert!(may_wait(&written, &restarted(1..=4), false));
+    assert!(
+        !may_wait(&written, &restarted(1..=5), false),
+        "more than MAX_UNRECORDED failures: written now"
+    );
+    assert!(!may_wait(&written, &restarted(1..=1), true), "watched");
+    assert!(
+        !may_wait(&AgentStatus::default(), &restarted(1..=1), false),
+        "never written"
+    );
+    // The pod now runs: a phase may wait.
+    let mut settled = Plan {
+        status: running(1),
+        ..Plan::default()
+    };
+    settled.status.phase = Some(Phase::Running);
+    assert!(may_wait(
+        &AgentStatus {
+            phase: Some(Phase::Pending),
+            ..running(1)
+        },
+        &settled,
+        false
+    ));
+    // Anything else goes at once.
+    let mut manual = restarted(1..=1);
+    manual.status.restart_history[0].trigger = Trigger::Manual;
+    assert!(!may_wait(&written, &manual, false));
+    let mut kill = restarted(1..=1);
+    kill.delete_pod = Some("a-2".into());
+    assert!(!may_wait(&written, &kill, false));
+    let mut open = restarted(1..=1);
+    open.status.phase = Some(Phase::CircuitOpen);
+    assert!(!may_wait(&written, &open, false));
+    let mut stopped = restarted(1..=1);
+    stopped.status.phase = Some(Phase::Stopped);
+    assert!(!may_wait(&written, &stopped, false));
+    let mut handled = restarted(1..=1);
+    handled.status.handled_reset_request = Some("1".into());
+    assert!(!may_wait(&written, &handled, false));
+    let mut member = restarted(1..=1);
+    member.status.group = Some(crate::api::GroupMembership {
+        name: "g".into(),
+        handled_reset: None,
+    });
+    assert!(!may_wait(&written, &member, false));
+}
