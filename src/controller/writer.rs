@@ -153,6 +153,18 @@ impl Writer {
         }
     }
 
+    /// When a new Agent's first status, decided at `now`, is written: when its interval is up,
+    /// counted from its first decision (its pod is the record until then).
+    pub fn first_due(&self, agent: &Agent, now: Instant) -> Instant {
+        let agents = self.lock();
+        let since = agents
+            .get(&key(agent))
+            .and_then(|e| e.pending.as_ref())
+            .filter(|p| p.made_on(agent))
+            .map_or(now, |p| p.since);
+        since + self.interval - self.spread(agent)
+    }
+
     /// How much sooner than its interval `agent`'s trailing write comes: the same each time.
     fn spread(&self, agent: &Agent) -> Duration {
         let share = crate::supervise::stable_hash(agent.uid().unwrap_or_default().bytes()) % 1024;
@@ -291,6 +303,24 @@ pub fn may_wait(written: &AgentStatus, plan: &Plan, watched: bool) -> bool {
         && breaker(s) == breaker(written)
         && requests(s) == requests(written)
         && s.observed_generation == written.observed_generation
+}
+
+/// Whether `plan` only records a new Agent's first pod, pending or running, for an Agent never
+/// written: it may wait for the interval (`Writer::first_due`), so that a burst of new Agents
+/// gets its pods before their statuses, and a pod that runs soon costs one write, not two. A
+/// successor adopts the pod, as after a lost write.
+pub fn first_may_wait(written: &AgentStatus, plan: &Plan, watched: bool) -> bool {
+    let s = &plan.status;
+    *written == AgentStatus::default()
+        && s.attempt == 1
+        && matches!(s.phase, Some(Phase::Pending | Phase::Running))
+        && s.restart_history.is_empty()
+        && s.group.is_none()
+        && s.handled_restart_request.is_none()
+        && s.handled_reset_request.is_none()
+        && !watched
+        && plan.record_shutdown.is_none()
+        && plan.delete_pod.is_none()
 }
 
 /// Whether others decide from this agent's status: a policy that detects outages (it counts

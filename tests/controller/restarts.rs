@@ -318,14 +318,15 @@ async fn old_pods_are_removed_together_and_a_lookalike_is_left_alone() {
     ns.terminate("lookalike", 1, "Error", "not an agent").await;
     ns.create_agent("looper", json!({ "restartPolicyRef": { "name": "now" } }))
         .await;
-    // Attempt 6 leaves attempts 1 to 4 older than the previous one: four, removed together.
-    for attempt in 1..=5 {
+    // Attempt 7, recorded at the latest with the fifth crash not yet written, leaves attempts 1
+    // to 5 older than the previous one: five, removed together.
+    for attempt in 1..=6 {
         let pod = format!("looper-{attempt}");
         ns.wait_running(&pod).await;
         ns.terminate(&pod, 1, "Error", "crash").await;
     }
-    ns.wait_running("looper-6").await;
-    for attempt in 1..=4 {
+    ns.wait_running("looper-7").await;
+    for attempt in 1..=5 {
         ns.wait_gone(&format!("looper-{attempt}")).await;
     }
     // Removed in the one request that removed them: the lookalike was in its reach, and stays.
@@ -337,7 +338,7 @@ async fn old_pods_are_removed_together_and_a_lookalike_is_left_alone() {
         .expect("the lookalike is left alone");
     assert_eq!(still.metadata.uid, lookalike.metadata.uid);
     let kept = pods
-        .get("looper-5")
+        .get("looper-6")
         .await
         .expect("the previous attempt is kept for kubectl logs");
     assert_eq!(kept.status.and_then(|s| s.phase).as_deref(), Some("Failed"));

@@ -36,9 +36,17 @@ pub(super) async fn record(
         return Ok(Recorded::Written(None));
     }
     let now = Instant::now();
-    if writer::may_wait(on_server, plan, watched)
-        && let When::At(due) = ctx.writer.when(written, now)
-    {
+    let due = if writer::first_may_wait(on_server, plan, watched) {
+        Some(ctx.writer.first_due(written, now))
+    } else if writer::may_wait(on_server, plan, watched) {
+        match ctx.writer.when(written, now) {
+            When::At(due) => Some(due),
+            When::Now => None,
+        }
+    } else {
+        None
+    };
+    if let Some(due) = due.filter(|due| *due > now) {
         ctx.writer.hold(written, plan.status.clone(), now, due);
         let left = due.saturating_duration_since(now);
         return Ok(Recorded::Pending(left.max(Duration::from_millis(1))));

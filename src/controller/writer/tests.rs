@@ -199,3 +199,31 @@ fn only_failures_restarted_by_their_pods_may_wait() {
     });
     assert!(!may_wait(&written, &member, false));
 }
+
+#[test]
+fn a_new_agents_first_pod_waits_for_its_interval_from_its_first_decision() {
+    let writer = Writer::new(Duration::from_secs(10), Gauge::default());
+    let never = AgentStatus::default();
+    let a = agent("a", "u1", never.clone());
+    let mut first = Plan {
+        status: AgentStatus {
+            attempt: 1,
+            phase: Some(Phase::Pending),
+            ..AgentStatus::default()
+        },
+        ..Plan::default()
+    };
+    assert!(first_may_wait(&never, &first, false));
+    let t0 = Instant::now();
+    let due = writer.first_due(&a, t0);
+    assert!(due <= t0 + Duration::from_secs(10) && due >= t0 + Duration::from_secs(9));
+    writer.hold(&a, first.status.clone(), t0, due);
+    // Its pod runs: still due when the first decision's interval is up.
+    first.status.phase = Some(Phase::Running);
+    assert!(first_may_wait(&never, &first, false));
+    assert_eq!(writer.first_due(&a, t0 + Duration::from_secs(3)), due);
+    // It crashed, or is watched, or someone wrote its status: not a first record.
+    assert!(!first_may_wait(&never, &restarted(1..=1), false));
+    assert!(!first_may_wait(&never, &first, true));
+    assert!(!first_may_wait(&running(1), &first, false));
+}
