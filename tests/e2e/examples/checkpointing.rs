@@ -43,7 +43,12 @@ async fn the_checkpointing_agent_resumes_where_its_first_run_crashed() {
     let second = ns.wait_running("summarizer-2").await;
     assert_eq!(env_of(&second, "AGENT_CHECKPOINT"), "step-50");
     assert_eq!(env_of(&second, "AGENT_PROGRESS"), "50");
-    let status = ns.status("summarizer").await;
+    // The crash is written within the status interval.
+    let status = ns
+        .wait_status("summarizer", "the crash recorded", |s| {
+            !s.restart_history.is_empty()
+        })
+        .await;
     let record = &status.restart_history[0];
     assert_eq!(
         (record.checkpoint.as_deref(), record.progress),
