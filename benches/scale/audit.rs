@@ -34,15 +34,25 @@ pub fn each_request(
         }
         let file = std::io::BufReader::new(std::fs::File::open(&path)?);
         for line in file.lines() {
-            let line = line?;
-            if !line.contains(needle) {
-                continue;
-            }
-            let event: serde_json::Value = serde_json::from_str(&line)?;
-            if event["stage"] == "ResponseComplete" || event["stage"] == "Panic" {
-                visit(&event);
-            }
+            visit_line(&line?, needle, &mut visit)?;
         }
+    }
+    Ok(())
+}
+
+/// Hands `visit` the audit event on `line` if the line holds `needle` and the event is a
+/// completed (or failed) request.
+pub fn visit_line(
+    line: &str,
+    needle: &str,
+    visit: &mut impl FnMut(&serde_json::Value),
+) -> Result<(), serde_json::Error> {
+    if !line.contains(needle) {
+        return Ok(());
+    }
+    let event: serde_json::Value = serde_json::from_str(line)?;
+    if event["stage"] == "ResponseComplete" || event["stage"] == "Panic" {
+        visit(&event);
     }
     Ok(())
 }

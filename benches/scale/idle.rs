@@ -109,13 +109,7 @@ impl Tail {
                     break;
                 }
                 *done += n as u64;
-                if !line.contains(needle) {
-                    continue;
-                }
-                let event: serde_json::Value = serde_json::from_str(&line)?;
-                if event["stage"] == "ResponseComplete" || event["stage"] == "Panic" {
-                    visit(&event);
-                }
+                audit::visit_line(&line, needle, &mut visit)?;
             }
         }
         Ok(())

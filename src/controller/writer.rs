@@ -277,12 +277,6 @@ pub fn may_wait(written: &AgentStatus, plan: &Plan, watched: bool) -> bool {
         )
     };
     let breaker = |s: &AgentStatus| s.circuit_breaker.as_ref().map(|b| (b.state, b.trips));
-    let requests = |s: &AgentStatus| {
-        (
-            s.handled_restart_request.clone(),
-            s.handled_reset_request.clone(),
-        )
-    };
     // The first attempt whose failure the written status may not record yet.
     let first = written.attempt.max(1);
     let new_failures = s.restart_history.iter().take_while(|r| r.attempt >= first);
@@ -294,14 +288,8 @@ pub fn may_wait(written: &AgentStatus, plan: &Plan, watched: bool) -> bool {
         && routine(written)
         && routine(s)
         && rebuildable
-        && !watched
-        && s.group.is_none()
-        && written.group.is_none()
-        && s.shutdown == written.shutdown
-        && plan.record_shutdown.is_none()
-        && plan.delete_pod.is_none()
+        && nothing_others_decide_from(written, plan, watched)
         && breaker(s) == breaker(written)
-        && requests(s) == requests(written)
         && s.observed_generation == written.observed_generation
 }
 
@@ -315,12 +303,26 @@ pub fn first_may_wait(written: &AgentStatus, plan: &Plan, watched: bool) -> bool
         && s.attempt == 1
         && matches!(s.phase, Some(Phase::Pending | Phase::Running))
         && s.restart_history.is_empty()
+        && nothing_others_decide_from(written, plan, watched)
+}
+
+/// Whether `plan` changes nothing others decide from, against the status as written: not a
+/// `watched` agent, no group member, no shutdown, no kill, no restart or reset request handled.
+fn nothing_others_decide_from(written: &AgentStatus, plan: &Plan, watched: bool) -> bool {
+    let s = &plan.status;
+    let requests = |s: &AgentStatus| {
+        (
+            s.handled_restart_request.clone(),
+            s.handled_reset_request.clone(),
+        )
+    };
+    !watched
         && s.group.is_none()
-        && s.handled_restart_request.is_none()
-        && s.handled_reset_request.is_none()
-        && !watched
+        && written.group.is_none()
+        && s.shutdown == written.shutdown
         && plan.record_shutdown.is_none()
         && plan.delete_pod.is_none()
+        && requests(s) == requests(written)
 }
 
 /// Whether others decide from this agent's status: a policy that detects outages (it counts
