@@ -112,6 +112,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         },
         status,
         status_interval: args.status_interval.0,
+        manage_agent_rbac: args.manage_agent_rbac,
         ..controller::Config::default()
     };
     if args.leader_elect {

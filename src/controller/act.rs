@@ -10,7 +10,7 @@ use tracing::warn;
 
 use super::error::{ActError, Error, is_conflict, is_not_found};
 use super::slim::CachedPod;
-use super::{Context, manifests};
+use super::{Context, identity, manifests};
 use crate::api::{AGENT_UID_LABEL, ATTEMPT_LABEL, Agent};
 use crate::supervise::NewPod;
 
@@ -43,9 +43,9 @@ pub(super) async fn create_pod(
     agent: &Agent,
     pods: &Api<Pod>,
     new: &NewPod,
-    hash: &str,
+    ctx: &Context,
 ) -> Result<(), Error> {
-    let pod = manifests::pod(agent, new, hash);
+    let pod = pod(agent, new, ctx);
     match pods.create(&post_params(false), &pod).await {
         Ok(_) => Ok(()),
         // The name is derived from the attempt: an existing pod is this very attempt, created
@@ -73,9 +73,9 @@ pub(super) async fn dry_run(
     agent: &Agent,
     pods: &Api<Pod>,
     new: &NewPod,
-    hash: &str,
+    ctx: &Context,
 ) -> Result<(), Error> {
-    let pod = manifests::pod(agent, new, hash);
+    let pod = pod(agent, new, ctx);
     match pods.create(&post_params(true), &pod).await {
         // Exists already: it was created, and the decision that follows adopts it.
         Err(e) if is_conflict(&e) => Ok(()),
@@ -88,6 +88,15 @@ pub(super) async fn dry_run(
     }
 }
 
+/// The attempt's pod, run as the Agent's managed ServiceAccount when there is one.
+fn pod(agent: &Agent, new: &NewPod, ctx: &Context) -> Pod {
+    let mut pod = manifests::pod(agent, new, &manifests::template_hash(agent));
+    if ctx.identity.is_some() {
+        identity::assign_account(&mut pod, agent);
+    }
+    pod
+}
+
 fn post_params(dry_run: bool) -> PostParams {
     PostParams {
         dry_run,
@@ -95,10 +104,12 @@ fn post_params(dry_run: bool) -> PostParams {
     }
 }
 
-/// The heartbeat Lease and the claims, created when missing.
+/// The heartbeat Lease, the identity that renews it (when managed) and the claims, created when
+/// missing.
 pub(super) async fn ensure_owned_objects(agent: &Agent, ctx: &Context) -> Result<(), Error> {
     let namespace = agent.namespace().unwrap_or_default();
     let params = post_params(false);
+    identity::ensure(agent, ctx).await?;
     if agent.spec.heartbeat.is_some()
         && ctx
             .leases
@@ -124,7 +135,7 @@ pub(super) async fn ensure_owned_objects(agent: &Agent, ctx: &Context) -> Result
 
 /// Creates `object` unless it exists. An existing one must be the Agent's own: a name taken by
 /// something else (another Agent's claim, a hand-made Lease) is reported, never used.
-async fn create_if_missing<K>(
+pub(super) async fn create_if_missing<K>(
     agent: &Agent,
     api: &Api<K>,
     object: &K,

@@ -14,6 +14,7 @@ mod gather;
 mod gone;
 pub mod groups;
 pub mod health;
+pub mod identity;
 pub mod manifests;
 pub mod metrics;
 mod outages;
@@ -81,6 +82,9 @@ pub struct Config {
     /// How many Events an object may send at once, and how soon it may send one more
     /// (`events::LIMIT`).
     pub event_limit: budget::BudgetConfig,
+    /// Whether an Agent with a heartbeat gets the identity that renews its Lease
+    /// (`--manage-agent-rbac`, see `identity`).
+    pub manage_agent_rbac: bool,
 }
 
 impl Default for Config {
@@ -97,6 +101,7 @@ impl Default for Config {
             status: Arc::default(),
             status_interval: writer::STATUS_INTERVAL,
             event_limit: events::LIMIT,
+            manage_agent_rbac: true,
         }
     }
 }
@@ -110,6 +115,8 @@ pub struct Context {
     pub pods: Store<CachedPod>,
     pub leases: Store<Lease>,
     pub claims: Store<PersistentVolumeClaim>,
+    /// What the operator made for agents' identities, when it manages them.
+    pub identity: Option<identity::Stores>,
     pub policies: Store<PolicyObject>,
     pub groups: Store<GroupObject>,
     pub metrics: Arc<Metrics>,

@@ -20,11 +20,11 @@ use super::slim::{self, CachedPod};
 use super::watch::{Change, Watches};
 use super::{
     AgentObject, Config, Context, Error, FIELD_MANAGER, PolicyObject, budget, error, events,
-    finished, fresh, log_outcome, policies, reconcile, routes, uses_policy, writer,
+    finished, fresh, identity, log_outcome, policies, reconcile, routes, uses_policy, writer,
 };
 use crate::api::AGENT_LABEL;
 
-fn api<K>(client: &Client, scope: &Option<String>) -> Api<K>
+pub(super) fn api<K>(client: &Client, scope: &Option<String>) -> Api<K>
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
     K::DynamicType: Default,
@@ -177,10 +177,17 @@ pub(super) async fn run_scope(
     let claims = watches.spawn(
         format!("PersistentVolumeClaims in {within}"),
         api::<PersistentVolumeClaim>(&client, &scope),
-        owned,
+        owned.clone(),
         |_| (),
         forward(claim_tx),
     );
+    // The agents' identities, when managed: a piece deleted reconciles its Agent, which makes it
+    // again.
+    let (identity_tx, identity_changes) = mpsc::unbounded::<ObjectRef<AgentObject>>();
+    let identity = config
+        .manage_agent_rbac
+        .then(|| identity::watch(&mut watches, &client, &scope, &owned, identity_tx.clone()));
+    drop(identity_tx);
 
     // Workers start once every cache holds a full list: a decision on a half-filled cache would
     // see a renewed Lease as missing, or the namespace's default policy as absent.
@@ -192,6 +199,7 @@ pub(super) async fn run_scope(
             pods.wait_until_ready(),
             leases.wait_until_ready(),
             claims.wait_until_ready(),
+            identity::ready(identity.as_ref()),
         );
     };
     tokio::select! {
@@ -215,6 +223,7 @@ pub(super) async fn run_scope(
         pods,
         leases,
         claims,
+        identity,
         policies: policies.clone(),
         groups: groups.clone(),
         metrics: config.metrics.clone(),
@@ -241,7 +250,10 @@ pub(super) async fn run_scope(
         .watches_stream(policy_specs, move |policy: PolicyObject| {
             agents_using(&agent_store, &policy)
         })
-        .reconcile_on(futures::stream::select(agent_triggers, granted))
+        .reconcile_on(futures::stream::select(
+            futures::stream::select(agent_triggers, granted),
+            identity_changes,
+        ))
         .with_config(controller::Config::default().concurrency(config.concurrency))
         .graceful_shutdown_on(shutdown.clone())
         .run(reconcile::reconcile, error_policy, context.clone())

@@ -84,6 +84,12 @@ pub struct Args {
     #[arg(long, env = "STATUS_ADDR", default_value = "127.0.0.1:8081", value_parser = status_addr)]
     pub status_addr: StatusAddr,
 
+    /// Give each Agent with a heartbeat what its pod needs to renew its Lease: a Role on exactly
+    /// that Lease, bound to the template's ServiceAccount or to one made for the Agent. False
+    /// where the operator may not create RBAC: the agents' RBAC is then the user's to write.
+    #[arg(long, env = "MANAGE_AGENT_RBAC", default_value_t = true, action = ArgAction::Set)]
+    pub manage_agent_rbac: bool,
+
     /// Export agent_supervisor_agent_restarts with a label per agent (unbounded cardinality).
     #[arg(long, env = "PER_AGENT_METRICS", default_value_t = false, action = ArgAction::Set)]
     pub per_agent_metrics: bool,

@@ -202,6 +202,11 @@ async fn chart_installs_namespaced_and_uninstalls() {
         format!("patch events.events.k8s.io -n {there}"),
         format!("create leases.coordination.k8s.io -n {home}"),
         format!("patch leases.coordination.k8s.io/{RELEASE} -n {home}"),
+        // The agents' managed identities (agentRBAC.manage): it holds what it grants.
+        format!("patch leases.coordination.k8s.io -n {there}"),
+        format!("create serviceaccounts -n {there}"),
+        format!("create roles.rbac.authorization.k8s.io -n {there}"),
+        format!("create rolebindings.rbac.authorization.k8s.io -n {there}"),
     ];
     for request in &allowed {
         assert!(can(&user, request), "the operator may not {request}");
@@ -213,8 +218,14 @@ async fn chart_installs_namespaced_and_uninstalls() {
         format!("create agentgroups.supervisor.dev -n {there}"),
         format!("delete agentgroups.supervisor.dev -n {there}"),
         format!("delete persistentvolumeclaims -n {there}"),
-        format!("patch leases.coordination.k8s.io -n {there}"),
         format!("get secrets -n {there}"),
+        format!("delete roles.rbac.authorization.k8s.io -n {there}"),
+        format!("update rolebindings.rbac.authorization.k8s.io -n {there}"),
+        format!("delete serviceaccounts -n {there}"),
+        format!("escalate roles.rbac.authorization.k8s.io -n {there}"),
+        format!("bind roles.rbac.authorization.k8s.io -n {there}"),
+        format!("create rolebindings.rbac.authorization.k8s.io -n {home}"),
+        format!("create serviceaccounts --subresource=token -n {there}"),
         format!("list pods -n {home}"),
         "list pods --all-namespaces".to_owned(),
         "list agents.supervisor.dev --all-namespaces".to_owned(),

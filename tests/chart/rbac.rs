@@ -49,6 +49,24 @@ const OPERATOR_RULES: &[(&str, &[&str], &[&str])] = &[
     ("events.k8s.io", &["events"], &["create", "patch"]),
 ];
 
+/// What managing the agents' identities adds (`agentRBAC.manage`, on by default): making a
+/// ServiceAccount, a Role and a RoleBinding per Agent with a heartbeat, and holding the
+/// permissions that Role grants (update and patch on Leases), as Kubernetes requires of whoever
+/// grants them.
+const IDENTITY_RULES: &[(&str, &[&str], &[&str])] = &[
+    ("coordination.k8s.io", &["leases"], &["update", "patch"]),
+    (
+        "",
+        &["serviceaccounts"],
+        &["get", "list", "watch", "create"],
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        &["roles", "rolebindings"],
+        &["get", "list", "watch", "create"],
+    ),
+];
+
 /// One permission: (API group, resource, verb, the one object it is limited to).
 type Permission = (String, String, String, Option<String>);
 
@@ -84,6 +102,19 @@ fn permissions(rules: &Value) -> BTreeSet<Permission> {
 }
 
 fn operator_permissions() -> BTreeSet<Permission> {
+    let mut expected = base_permissions();
+    for (group, resources, verbs) in IDENTITY_RULES {
+        for resource in *resources {
+            for verb in *verbs {
+                expected.insert(permission(group, resource, verb, None));
+            }
+        }
+    }
+    expected
+}
+
+/// The operator's permissions when it does not manage the agents' identities.
+fn base_permissions() -> BTreeSet<Permission> {
     let mut expected = BTreeSet::new();
     for (group, resources, verbs) in OPERATOR_RULES {
         for resource in *resources {
@@ -212,4 +243,27 @@ fn rbac_is_exactly_what_the_operator_needs_in_both_modes() {
         !args.iter().any(|a| a.starts_with("--leader-election-")),
         "{args:?}"
     );
+}
+
+/// `agentRBAC.manage=false`: none of what managing identities takes, and the flag says so.
+#[test]
+fn without_managed_identities_the_operator_cannot_make_rbac() {
+    let namespace = "ops";
+    for sets in [&[][..], &["watchNamespaces={team-a}"][..]] {
+        let mut sets = sets.to_vec();
+        let on = operator_args(&documents(&template(namespace, &sets)), namespace);
+        assert!(on.contains(&"--manage-agent-rbac=true".into()), "{on:?}");
+        sets.push("agentRBAC.manage=false");
+        let docs = documents(&template(namespace, &sets));
+        let role = match of_kind(&docs, "ClusterRole")[..] {
+            [role] => role,
+            _ => the(&docs, "Role", "team-a", RELEASE),
+        };
+        assert_eq!(permissions(&role["rules"]), base_permissions(), "{sets:?}");
+        let args = operator_args(&docs, namespace);
+        assert!(
+            args.contains(&"--manage-agent-rbac=false".into()),
+            "{args:?}"
+        );
+    }
 }

@@ -12,6 +12,7 @@ mod failures_io;
 mod groups;
 mod groups_escalation;
 mod heartbeat;
+mod identity;
 mod operations;
 mod outage;
 mod ownership;

@@ -1,12 +1,13 @@
 //! The chart's RBAC is exactly enough: the operator, run under the chart's ServiceAccount,
-//! supervises crashes, the breaker, heartbeats and shutdowns without a single refused request,
-//! and its identity reads AgentGroups and writes only their status — and in namespaced mode it
-//! can neither see nor touch agents or groups elsewhere.
+//! supervises crashes, the breaker, heartbeats (making each one's identity) and shutdowns
+//! without a single refused request, and its identity reads AgentGroups and writes only their
+//! status — and in namespaced mode it can neither see nor touch agents or groups elsewhere.
 
 use agent_supervisor::api::{
     Agent, AgentGroup, BreakerState, FailureReason, Phase, RestartPolicy, ShutdownType,
 };
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
@@ -83,6 +84,19 @@ async fn the_operator_works_under_the_charts_namespaced_rbac_and_sees_nothing_el
         FailureReason::HeartbeatLost
     );
     pods.wait_for("pod beat-2 to run", ran("beat-2")).await;
+    // Its identity, made under the chart's RBAC (Kubernetes lets the operator grant only what it
+    // holds): the pod runs as a ServiceAccount of its own, bound to a Role on its Lease alone.
+    let beat = ns.api::<Pod>().get("beat-2").await.expect("read beat-2");
+    assert_eq!(
+        beat.spec.and_then(|s| s.service_account_name).as_deref(),
+        Some("beat")
+    );
+    let binding = ns
+        .api::<RoleBinding>()
+        .get("beat-heartbeat")
+        .await
+        .expect("the operator bound the agent's Role");
+    assert_eq!(binding.role_ref.name, "beat-heartbeat");
     // A shutdown.
     ns.create_agent("spend", json!({ "restartPolicyRef": { "name": "p" } }))
         .await;

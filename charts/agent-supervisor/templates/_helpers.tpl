@@ -103,6 +103,21 @@ modes cannot drift apart.
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+{{- if .Values.agentRBAC.manage }}
+# agentRBAC.manage: each Agent with a heartbeat gets a Role on exactly its Lease, bound to its
+# pods' ServiceAccount (one is made for it when the template names none). Kubernetes lets the
+# operator grant only what it holds: hence update and patch on leases, which it never uses
+# itself. Nothing is deleted: garbage collection removes them with their Agent.
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["update", "patch"]
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["get", "list", "watch", "create"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["roles", "rolebindings"]
+  verbs: ["get", "list", "watch", "create"]
+{{- end }}
 {{- end }}
 
 {{/*

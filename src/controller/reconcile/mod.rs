@@ -15,7 +15,7 @@ mod record;
 use super::act::{create_pod, delete_pod, dry_run, ensure_owned_objects, remove_old_pods};
 use super::error::Error;
 use super::fresh::Freshness;
-use super::{AgentObject, Context, RESYNC, events, manifests};
+use super::{AgentObject, Context, RESYNC, events, identity};
 use crate::api::{Agent, AgentStatus};
 use crate::supervise::Plan;
 use decision::Decision;
@@ -102,6 +102,7 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
     if let Some(kill) = &plan.delete_pod {
         delete_pod(&pods, kill, ctx).await?;
     }
+    repair(&d, ctx).await?;
     if let Some(done) = create(&d, &pods, ctx).await? {
         return Ok(done);
     }
@@ -163,7 +164,7 @@ async fn validate_replacement(
         return Ok(());
     };
     ensure_owned_objects(&d.agent, ctx).await?;
-    dry_run(&d.agent, pods, next, &manifests::template_hash(&d.agent)).await
+    dry_run(&d.agent, pods, next, ctx).await
 }
 
 /// Creates the plan's pod, before it is recorded: a lost status write is repaired by adopting
@@ -174,9 +175,11 @@ async fn create(d: &Decision<'_>, pods: &Api<Pod>, ctx: &Context) -> Result<Opti
         return Ok(None);
     };
     let namespace = d.agent.namespace().unwrap_or_default();
-    ensure_owned_objects(&d.agent, ctx).await?;
-    let hash = manifests::template_hash(&d.agent);
-    if let Err(e) = create_pod(&d.agent, pods, new, &hash).await {
+    if let Err(e) = ensure_owned_objects(&d.agent, ctx).await {
+        events::warn_user(&d.agent, &e, ctx);
+        return Err(e);
+    }
+    if let Err(e) = create_pod(&d.agent, pods, new, ctx).await {
         if e.refused_for_deletion() {
             ctx.terminating.saw(&namespace, jiff::Timestamp::now());
             return Ok(Some(Done::Then(Action::await_change())));
@@ -186,6 +189,20 @@ async fn create(d: &Decision<'_>, pods: &Api<Pod>, ctx: &Context) -> Result<Opti
     }
     ctx.own_writes.created(&namespace, &new.name);
     Ok(None)
+}
+
+/// A live pod's identity made again if someone deleted a piece (its watches reconcile the Agent);
+/// from the caches, so nothing is sent when all is there. A pod about to be made gets it in
+/// `create`.
+async fn repair(d: &Decision<'_>, ctx: &Context) -> Result<(), Error> {
+    let live = matches!(
+        d.plan.status.phase,
+        Some(crate::api::Phase::Pending | crate::api::Phase::Running)
+    );
+    if live && d.plan.create_pod.is_none() {
+        identity::ensure(&d.agent, ctx).await?;
+    }
+    Ok(())
 }
 
 /// Removes old pods once a pod was created or a status written. The pods of the attempts the

@@ -1,0 +1,316 @@
+//! The identity an agent with a heartbeat renews its Lease with, managed (`--manage-agent-rbac`):
+//! a Role allowing `get`, `update` and `patch` on exactly that Lease, bound to the pod's
+//! ServiceAccount — the template's `serviceAccountName`, or else one named after the Agent that
+//! the operator creates. All of them are owned by the Agent and go with it; a piece someone
+//! deletes is made again at the Agent's next reconcile (their watches trigger it). The author
+//! writes no RBAC.
+//!
+//! Nothing here touches RBAC the operator did not make: a name taken by someone else's object is
+//! reported, never used or changed. Two Agents sharing a template's ServiceAccount can renew each
+//! other's Lease (the binding is to the account).
+
+use std::collections::BTreeMap;
+
+use futures::channel::mpsc;
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::PostParams;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Api, Resource, ResourceExt};
+
+use super::act::create_if_missing;
+use super::error::{ActError, Error};
+use super::manifests::owner_reference;
+use super::scope::api;
+use super::watch::{Change, Watches};
+use super::{AgentObject, Context, events};
+use crate::api::{AGENT_LABEL, Agent};
+
+/// The verbs the agent's process needs on its own Lease, and no more: read it, renew it.
+const LEASE_VERBS: [&str; 3] = ["get", "update", "patch"];
+
+/// The caches of what the operator made, by the Agent label (present when managed).
+#[derive(Clone)]
+pub struct Stores {
+    pub accounts: Store<ServiceAccount>,
+    pub roles: Store<Role>,
+    pub bindings: Store<RoleBinding>,
+}
+
+/// Whether `agent` gets a managed identity: it has a heartbeat.
+pub fn wanted(agent: &Agent) -> bool {
+    agent.spec.heartbeat.is_some()
+}
+
+/// The ServiceAccount named by the template, if it names one.
+fn templated_account(agent: &Agent) -> Option<String> {
+    let spec = agent.spec.template.get().spec?;
+    spec.service_account_name.filter(|name| !name.is_empty())
+}
+
+/// The ServiceAccount the agent's pods run as: the template's, or one named after the Agent.
+pub fn account(agent: &Agent) -> String {
+    templated_account(agent).unwrap_or_else(|| agent.name_any())
+}
+
+/// The name of the Role and of its RoleBinding.
+pub fn role_name(agent: &Agent) -> String {
+    format!("{}-heartbeat", agent.name_any())
+}
+
+/// Runs `pod` as the managed ServiceAccount when the template names none.
+pub fn assign_account(pod: &mut Pod, agent: &Agent) {
+    if !wanted(agent) || templated_account(agent).is_some() {
+        return;
+    }
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.service_account_name = Some(agent.name_any());
+    }
+}
+
+fn meta(agent: &Agent, name: String) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name),
+        namespace: agent.namespace(),
+        labels: Some(BTreeMap::from([(
+            AGENT_LABEL.to_string(),
+            agent.name_any(),
+        )])),
+        owner_references: Some(vec![owner_reference(agent)]),
+        ..ObjectMeta::default()
+    }
+}
+
+/// The ServiceAccount named after the Agent (made only when the template names none).
+pub fn service_account(agent: &Agent) -> ServiceAccount {
+    ServiceAccount {
+        metadata: meta(agent, agent.name_any()),
+        ..ServiceAccount::default()
+    }
+}
+
+/// The Role on exactly the Agent's Lease.
+pub fn role(agent: &Agent) -> Role {
+    Role {
+        metadata: meta(agent, role_name(agent)),
+        rules: Some(vec![PolicyRule {
+            api_groups: Some(vec!["coordination.k8s.io".into()]),
+            resources: Some(vec!["leases".into()]),
+            resource_names: Some(vec![agent.name_any()]),
+            verbs: LEASE_VERBS.iter().map(|v| v.to_string()).collect(),
+            ..PolicyRule::default()
+        }]),
+    }
+}
+
+/// The Role bound to the pod's ServiceAccount.
+pub fn role_binding(agent: &Agent) -> RoleBinding {
+    RoleBinding {
+        metadata: meta(agent, role_name(agent)),
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "Role".into(),
+            name: role_name(agent),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: account(agent),
+            namespace: agent.namespace(),
+            ..Subject::default()
+        }]),
+    }
+}
+
+/// Makes whatever of the Agent's identity its caches do not hold: nothing when all is there.
+/// A Role or RoleBinding name taken by someone else's object is reported on the Agent and left
+/// alone (nothing is bound to a Role not the operator's), and the pod is made all the same: the
+/// user may have granted it themselves. A ServiceAccount the pod would run as must be there.
+pub async fn ensure(agent: &Agent, ctx: &Context) -> Result<(), Error> {
+    let Some(stores) = ctx.identity.as_ref().filter(|_| wanted(agent)) else {
+        return Ok(());
+    };
+    let namespace = agent.namespace().unwrap_or_default();
+    let params = PostParams {
+        dry_run: false,
+        field_manager: Some(super::FIELD_MANAGER.into()),
+    };
+    if templated_account(agent).is_none()
+        && stores
+            .accounts
+            .get(&ObjectRef::new(&agent.name_any()).within(&namespace))
+            .is_none()
+    {
+        let api: Api<ServiceAccount> = Api::namespaced(ctx.client.clone(), &namespace);
+        create_if_missing(agent, &api, &service_account(agent), &params).await?;
+    }
+    // A name taken by someone else's object: reported, and nothing bound to that Role.
+    let taken = |result: Result<(), Error>| match result {
+        Err(e @ Error::Act(ActError::NameTaken(_))) => {
+            events::warn(agent, &e, ctx);
+            Ok(false)
+        }
+        other => other.map(|()| true),
+    };
+    let name = role_name(agent);
+    if stores
+        .roles
+        .get(&ObjectRef::new(&name).within(&namespace))
+        .is_none()
+    {
+        let api: Api<Role> = Api::namespaced(ctx.client.clone(), &namespace);
+        if !taken(create_if_missing(agent, &api, &role(agent), &params).await)? {
+            return Ok(());
+        }
+    }
+    if stores
+        .bindings
+        .get(&ObjectRef::new(&name).within(&namespace))
+        .is_none()
+    {
+        let api: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &namespace);
+        taken(create_if_missing(agent, &api, &role_binding(agent), &params).await)?;
+    }
+    Ok(())
+}
+
+/// Watches what the operator made for identities in `scope` (by the Agent label); a piece
+/// deleted sends its Agent to `repair`.
+pub(super) fn watch(
+    watches: &mut Watches,
+    client: &kube::Client,
+    scope: &Option<String>,
+    owned: &watcher::Config,
+    repair: mpsc::UnboundedSender<ObjectRef<AgentObject>>,
+) -> Stores {
+    let within = scope.as_deref().unwrap_or("all namespaces");
+    Stores {
+        accounts: watches.spawn(
+            format!("ServiceAccounts in {within}"),
+            api(client, scope),
+            owned.clone(),
+            |_| (),
+            on_delete(repair.clone()),
+        ),
+        roles: watches.spawn(
+            format!("Roles in {within}"),
+            api(client, scope),
+            owned.clone(),
+            |_| (),
+            on_delete(repair.clone()),
+        ),
+        bindings: watches.spawn(
+            format!("RoleBindings in {within}"),
+            api(client, scope),
+            owned.clone(),
+            |_| (),
+            on_delete(repair),
+        ),
+    }
+}
+
+/// Once every identity cache holds a full list (at once when not managed).
+pub(super) async fn ready(stores: Option<&Stores>) {
+    if let Some(s) = stores {
+        let _ = futures::join!(
+            s.accounts.wait_until_ready(),
+            s.roles.wait_until_ready(),
+            s.bindings.wait_until_ready(),
+        );
+    }
+}
+
+/// Sends the owning Agent of each object deleted.
+fn on_delete<K: Resource>(
+    tx: mpsc::UnboundedSender<ObjectRef<AgentObject>>,
+) -> impl FnMut(Change<K>) + Send + 'static {
+    move |change| {
+        let Change::Deleted(object) = change else {
+            return;
+        };
+        let Some(namespace) = object.meta().namespace.clone() else {
+            return;
+        };
+        for owner in object.owner_references() {
+            if owner.controller == Some(true) && owner.kind == Agent::kind(&()) {
+                let agent = ObjectRef::new(&owner.name).within(&namespace);
+                let _ = tx.unbounded_send(agent);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(spec: serde_json::Value) -> Agent {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "supervisor.dev/v1alpha1",
+            "kind": "Agent",
+            "metadata": { "name": "scout", "namespace": "team", "uid": "u-1" },
+            "spec": spec,
+        }))
+        .expect("a valid Agent")
+    }
+
+    fn template(account: Option<&str>) -> serde_json::Value {
+        let mut spec = serde_json::json!({ "containers": [{ "name": "main", "image": "x" }] });
+        if let Some(account) = account {
+            spec["serviceAccountName"] = account.into();
+        }
+        serde_json::json!({ "spec": spec })
+    }
+
+    #[test]
+    fn the_role_allows_renewing_exactly_the_agents_lease() {
+        let a = agent(
+            serde_json::json!({ "template": template(None), "heartbeat": { "timeout": "30s" } }),
+        );
+        let rules = role(&a).rules.unwrap();
+        assert_eq!(rules.len(), 1);
+        assert_eq!(rules[0].resource_names, Some(vec!["scout".to_string()]));
+        assert_eq!(rules[0].resources, Some(vec!["leases".to_string()]));
+        assert_eq!(rules[0].verbs, vec!["get", "update", "patch"]);
+        let binding = role_binding(&a);
+        assert_eq!(binding.role_ref.name, "scout-heartbeat");
+        let subject = &binding.subjects.unwrap()[0];
+        assert_eq!(
+            (subject.name.as_str(), subject.namespace.as_deref()),
+            ("scout", Some("team"))
+        );
+    }
+
+    #[test]
+    fn the_templates_account_is_bound_and_none_is_made_or_assigned() {
+        let a = agent(
+            serde_json::json!({ "template": template(Some("researcher")), "heartbeat": { "timeout": "30s" } }),
+        );
+        assert_eq!(account(&a), "researcher");
+        assert_eq!(role_binding(&a).subjects.unwrap()[0].name, "researcher");
+        let mut pod = Pod {
+            spec: Some(Default::default()),
+            ..Pod::default()
+        };
+        assign_account(&mut pod, &a);
+        assert_eq!(pod.spec.unwrap().service_account_name, None);
+    }
+
+    #[test]
+    fn only_an_agent_with_a_heartbeat_runs_as_its_own_account() {
+        let beating = agent(
+            serde_json::json!({ "template": template(None), "heartbeat": { "timeout": "30s" } }),
+        );
+        let silent = agent(serde_json::json!({ "template": template(None) }));
+        for (a, want) in [(&beating, Some("scout".to_string())), (&silent, None)] {
+            let mut pod = Pod {
+                spec: Some(Default::default()),
+                ..Pod::default()
+            };
+            assign_account(&mut pod, a);
+            assert_eq!(pod.spec.unwrap().service_account_name, want);
+        }
+        assert!(wanted(&beating) && !wanted(&silent));
+    }
+}
