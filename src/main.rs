@@ -143,10 +143,22 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 return Ok(());
             }
         }
-        // Losing the Lease drops the controllers at once: a former leader must not act.
-        tokio::select! {
-            () = controller::run(client, config, until_stopped()) => leadership.release().await,
-            () = leadership.lost() => anyhow::bail!("lost the leader Lease: stopping"),
+        // Losing the Lease drops the controllers at once: a former leader must not act (it
+        // only writes what it had decided, while the Lease still holds).
+        let (lost_tx, lost_rx) = tokio::sync::oneshot::channel();
+        let lost = async move { lost_rx.await.ok().flatten() };
+        let run = controller::run_leading(client, config, until_stopped(), lost);
+        tokio::pin!(run);
+        let ended = tokio::select! {
+            ended = &mut run => ended,
+            expiry = leadership.lost() => {
+                let _ = lost_tx.send(expiry);
+                run.await
+            }
+        };
+        match ended {
+            controller::Ended::Stopped => leadership.release().await,
+            controller::Ended::Lost => anyhow::bail!("lost the leader Lease: stopping"),
         }
     } else {
         controller::run(client, config, until_stopped()).await;

@@ -143,12 +143,36 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
+    run_leading(client, config, shutdown, futures::future::pending()).await;
+}
+
+/// How the controllers ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// Told to stop: every reconcile finished, and what was pending is written.
+    Stopped,
+    /// Leadership lost: the reconciles were dropped at once, and what was pending was written
+    /// if the Lease held long enough.
+    Lost,
+}
+
+/// As `run`, for the leader: when `lost` resolves, the controllers stop at once (a former
+/// leader must not act), and the statuses pending are written only until the instant it gives
+/// (when the Lease expires; none, when someone else leads already). Each carries the version it
+/// was decided on: one the next leader changed meanwhile is refused.
+pub async fn run_leading(
+    client: Client,
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    lost: impl Future<Output = Option<tokio::time::Instant>> + Send + 'static,
+) -> Ended {
     let scopes: Vec<Option<String>> = if config.namespaces.is_empty() {
         vec![None]
     } else {
         config.namespaces.iter().cloned().map(Some).collect()
     };
     let shutdown = Box::pin(shutdown).shared();
+    let lost = Box::pin(lost).shared();
     // Every reason a reconcile can fail for is exported from zero.
     for reason in Error::REASONS {
         let label = metrics::ReasonLabel {
@@ -174,13 +198,22 @@ pub async fn run(
             &config,
             shared.clone(),
             shutdown.clone(),
+            lost.clone(),
         )
         .boxed()
     });
-    futures::join!(
-        futures::future::join_all(tasks),
-        budget.clone().dispatch(shutdown.clone())
-    );
+    let budget = async {
+        tokio::select! {
+            () = budget.clone().dispatch(shutdown.clone()) => {}
+            _ = lost.clone() => {}
+        }
+    };
+    let (ended, ()) = futures::join!(futures::future::join_all(tasks), budget);
+    if ended.contains(&Ended::Lost) {
+        Ended::Lost
+    } else {
+        Ended::Stopped
+    }
 }
 
 /// How a reconcile ended, as the controller reports it: failures of the reconcile itself were

@@ -61,7 +61,8 @@ pub(super) async fn run_scope(
     config: &Config,
     shared: Shared,
     shutdown: impl Future<Output = ()> + Clone + Send + Sync + 'static,
-) {
+    lost: impl Future<Output = Option<tokio::time::Instant>> + Clone + Send + 'static,
+) -> super::Ended {
     let Shared { budget, events } = shared;
     let within = scope.as_deref().unwrap_or("all namespaces");
     let mut watches = Watches::new(config.health.clone(), config.faults);
@@ -204,7 +205,8 @@ pub(super) async fn run_scope(
     };
     tokio::select! {
         () = synced => tracing::info!(scope = within, "caches synced: starting workers"),
-        () = shutdown.clone() => return,
+        () = shutdown.clone() => return super::Ended::Stopped,
+        _ = lost.clone() => return super::Ended::Lost,
     }
 
     let (pod_store, lease_store) = (pods.clone(), leases.clone());
@@ -287,16 +289,34 @@ pub(super) async fn run_scope(
         config.concurrency,
         shutdown,
     );
-    futures::join!(
-        agent_controller,
-        policy_controller,
-        group_controller,
-        sweeping,
-        forgetting
-    );
-    // Every reconcile has ended: what they decided and did not write yet is written now.
-    reconcile::flush(&context).await;
+    let controllers = async {
+        futures::join!(
+            agent_controller,
+            policy_controller,
+            group_controller,
+            sweeping,
+            forgetting
+        )
+    };
+    let ended = tokio::select! {
+        _ = controllers => {
+            // Every reconcile has ended: what they decided and did not write yet is written now.
+            reconcile::flush(&context).await;
+            super::Ended::Stopped
+        }
+        expiry = lost => {
+            // The reconciles are dropped; what is pending goes while the Lease still holds.
+            if let Some(expiry) = expiry {
+                let flushed = tokio::time::timeout_at(expiry, reconcile::flush(&context)).await;
+                if flushed.is_err() {
+                    tracing::warn!("the leader Lease expired before every pending status was written");
+                }
+            }
+            super::Ended::Lost
+        }
+    };
     drop(watches);
+    ended
 }
 
 /// Forgets what is kept for each Agent deleted (a deleted Agent is never reconciled), until

@@ -154,7 +154,8 @@ impl Writer {
     }
 
     /// When a new Agent's first status, decided at `now`, is written: when its interval is up,
-    /// counted from its first decision (its pod is the record until then).
+    /// counted from its creation (its pod is the record until then). The time it waited for its
+    /// first decision counts: the promise is from the cause, and the cause is its creation.
     pub fn first_due(&self, agent: &Agent, now: Instant) -> Instant {
         let agents = self.lock();
         let since = agents
@@ -162,7 +163,21 @@ impl Writer {
             .and_then(|e| e.pending.as_ref())
             .filter(|p| p.made_on(agent))
             .map_or(now, |p| p.since);
-        since + self.interval - self.spread(agent)
+        since.min(self.created(agent, now)) + self.interval - self.spread(agent)
+    }
+
+    /// When `agent` was created, on this process's clock, at most an interval ago. Its
+    /// `creationTimestamp` is whole seconds (truncated) and clocks differ a little: either only
+    /// makes the first record a little sooner.
+    fn created(&self, agent: &Agent, now: Instant) -> Instant {
+        let age = agent
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .and_then(|t| jiff::Timestamp::now().duration_since(t.0).try_into().ok())
+            .unwrap_or(Duration::ZERO)
+            .min(self.interval);
+        now.checked_sub(age).unwrap_or(now)
     }
 
     /// How much sooner than its interval `agent`'s trailing write comes: the same each time.

@@ -10,6 +10,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, Client};
 use kube_lease_manager::{LeaseManagerBuilder, LeaseParams};
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 /// Leadership, as it changes.
 pub struct Leadership {
@@ -20,6 +21,8 @@ pub struct Leadership {
     identity: String,
     /// Stop leading this long after the last renewal seen: before the Lease expires.
     valid_for: Duration,
+    /// How long the Lease holds after its last renewal: no one else leads before.
+    duration: Duration,
 }
 
 /// Starts competing for the Lease `name` in `namespace` as `identity`.
@@ -47,6 +50,7 @@ pub async fn elect(
         name: name.to_string(),
         identity: identity.to_string(),
         valid_for: Duration::from_millis(seconds * 1000 - grace * 500),
+        duration: Duration::from_secs(seconds),
     })
 }
 
@@ -61,8 +65,10 @@ impl Leadership {
         }
     }
 
-    /// Resolves when this replica stops leading: the manager says so, or the fence does.
-    pub async fn lost(&mut self) {
+    /// Resolves when this replica stops leading: the manager says so, or the fence does. With
+    /// the time until its Lease expires, when no one else can lead before: what is pending may
+    /// be written until then.
+    pub async fn lost(&mut self) -> Option<Instant> {
         let changes = &mut self.changes;
         let said = async {
             while *changes.borrow_and_update() {
@@ -71,9 +77,16 @@ impl Leadership {
                 }
             }
         };
+        let fence = fence(
+            &self.leases,
+            &self.name,
+            &self.identity,
+            self.valid_for,
+            self.duration,
+        );
         tokio::select! {
-            () = said => {}
-            () = fence(&self.leases, &self.name, &self.identity, self.valid_for) => {}
+            () = said => None,
+            expiry = fence => expiry,
         }
     }
 
@@ -89,10 +102,16 @@ impl Leadership {
     }
 }
 
-/// Returns once the Lease is no longer held by `identity`, or its last renewal is older than
-/// `valid_for` (counted on this process's clock, which wrote it; reads that fail count as
-/// nothing seen).
-async fn fence(leases: &Api<Lease>, name: &str, identity: &str, valid_for: Duration) {
+/// Returns once the Lease is no longer held by `identity` (`None`), or its last renewal is older
+/// than `valid_for` (when it expires: `duration` after that renewal). Counted on this process's
+/// clock, which wrote it; reads that fail count as nothing seen.
+async fn fence(
+    leases: &Api<Lease>,
+    name: &str,
+    identity: &str,
+    valid_for: Duration,
+    duration: Duration,
+) -> Option<Instant> {
     let mut confirmed = tokio::time::Instant::now();
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -103,7 +122,7 @@ async fn fence(leases: &Api<Lease>, name: &str, identity: &str, valid_for: Durat
                     holder = spec.holder_identity,
                     "the leader Lease has another holder"
                 );
-                return;
+                return None;
             }
             if let Some(renewed) = spec.renew_time {
                 let age = jiff::Timestamp::now()
@@ -117,7 +136,7 @@ async fn fence(leases: &Api<Lease>, name: &str, identity: &str, valid_for: Durat
         }
         if confirmed.elapsed() > valid_for {
             tracing::error!(since = ?confirmed.elapsed(), "the leader Lease was not renewed in time");
-            return;
+            return Some(confirmed + duration);
         }
     }
 }

@@ -159,6 +159,45 @@ async fn what_is_pending_is_written_when_the_operator_stops() {
     assert_eq!(failures, [(2, Some(2)), (1, Some(1))]);
 }
 
+/// Leadership lost with the Lease still holding for a while: the reconciles stop at once, and
+/// what was pending is written before the Lease expires; lost to another holder (no time
+/// left), nothing more is written.
+#[tokio::test]
+async fn what_is_pending_is_written_when_leadership_is_lost_while_the_lease_holds() {
+    for time_left in [Some(Duration::from_secs(20)), None] {
+        let ns = TestNamespace::new().await;
+        support::install_crds(&ns.client).await;
+        let config = agent_supervisor::controller::Config {
+            namespaces: vec![ns.name.clone()],
+            status_interval: LONG,
+            ..Default::default()
+        };
+        let (lose, lost) = tokio::sync::oneshot::channel::<Option<tokio::time::Instant>>();
+        let leader = tokio::spawn(agent_supervisor::controller::run_leading(
+            Operator::admin_client().await,
+            config,
+            futures::future::pending(),
+            async move { lost.await.ok().flatten() },
+        ));
+        looper(&ns).await;
+        crash(&ns, 1..=2).await;
+        ns.wait_running("looper-3").await;
+        let before = ns.status("looper").await;
+        assert_eq!(before.restart_count, 1, "{before:?}");
+        lose.send(time_left.map(|left| tokio::time::Instant::now() + left))
+            .expect("the leader listens");
+        // It ends though never told to stop: its controllers are gone, and act no more.
+        let ended = leader.await.expect("the leader's task");
+        assert_eq!(ended, agent_supervisor::controller::Ended::Lost);
+        let status = ns.status("looper").await;
+        let want = if time_left.is_some() { 2 } else { 1 };
+        assert_eq!(
+            status.restart_count, want,
+            "lease left {time_left:?}: {status:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_successor_adopts_the_newest_pod_never_an_older_attempt_beside_it() {
     let (ns, operator) = with_interval(LONG).await;

@@ -227,3 +227,23 @@ fn a_new_agents_first_pod_waits_for_its_interval_from_its_first_decision() {
     assert!(!first_may_wait(&never, &first, true));
     assert!(!first_may_wait(&running(1), &first, false));
 }
+
+#[test]
+fn a_new_agents_first_record_is_due_an_interval_after_its_creation() {
+    let writer = Writer::new(Duration::from_secs(10), Gauge::default());
+    let mut a = agent("a", "u-a", AgentStatus::default());
+    let t0 = Instant::now();
+    // Decided 4 s after it was created (it waited in the queue): due 4 s sooner.
+    let created = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(4);
+    a.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        created,
+    ));
+    let due = writer.first_due(&a, t0);
+    assert!(due <= t0 + Duration::from_secs(6), "{:?}", due - t0);
+    assert!(due >= t0 + Duration::from_secs(5) - Duration::from_millis(100));
+    // Created long ago and never written (a successor finds it so): overdue, written at once.
+    a.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        jiff::Timestamp::now() - jiff::SignedDuration::from_secs(3600),
+    ));
+    assert!(writer.first_due(&a, t0) <= t0);
+}
