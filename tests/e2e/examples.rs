@@ -2,6 +2,7 @@
 
 mod checkpointing;
 mod outage;
+mod sdk;
 mod team;
 
 use std::path::PathBuf;
@@ -50,18 +51,37 @@ async fn every_example_is_covered_here() {
         "checkpointing-agent.yaml", // tested in tests/e2e/examples/checkpointing.rs
         "crashing-agent.yaml",
         "heartbeat-agent.yaml",
+        // Built by no test here (no container runtime): it installs the SDK as hack/sdk.sh does.
+        "langgraph-agent/Dockerfile",
+        "langgraph-agent/agent.py", // run by sdk/python/tests/test_examples.py and `make demo`
+        "langgraph-agent/agent.yaml", // tested in tests/e2e/examples/sdk.rs
         "memory-agent.yaml",
         "outage.yaml", // tested in tests/e2e/examples/outage.rs
         "policy-exponential.yaml",
         "policy-linear.yaml",
         "policy-never.yaml",
+        "python-agent/Dockerfile",
+        "python-agent/agent.py",   // run by sdk/python/tests/test_examples.py
+        "python-agent/agent.yaml", // tested in tests/e2e/examples/sdk.rs
         "shutdown-economic.yaml",
         "shutdown-voluntary.yaml",
     ];
-    let mut files: Vec<String> = std::fs::read_dir(examples())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+    // Every file, and every file of each folder (an agent's program, image and manifest).
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(examples()).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.file_type().unwrap().is_dir() {
+            for inner in std::fs::read_dir(entry.path()).unwrap() {
+                let inner = inner.unwrap().file_name().to_string_lossy().into_owned();
+                if inner != "__pycache__" {
+                    files.push(format!("{name}/{inner}"));
+                }
+            }
+        } else {
+            files.push(name);
+        }
+    }
     files.sort();
     assert_eq!(
         files, covered,
