@@ -281,6 +281,22 @@ fn a_probe_that_runs_for_reset_after_ends_the_outage() {
     );
 }
 
+/// Restarted, its pod not seen running: its status may say Running before the pod cache does,
+/// and a pod's change reconciles no policy. The decision looks again, or the outage would hold
+/// every agent for good (a fault-injection run caught it).
+#[test]
+fn a_restarted_probe_whose_pod_is_not_seen_running_is_looked_at_again() {
+    let restarted = AgentOutageView {
+        attempt: 2,
+        running_since: None,
+        ..failed("p", A, 100, 1)
+    };
+    let o = probing(A, "p", 1, 140);
+    let plan = decide(&input(145, vec![restarted], vec![o.clone()]));
+    assert_eq!(plan.outages, [o]);
+    assert_eq!(plan.requeue_at, Some(t(150)), "looked at again in 5 s");
+}
+
 #[test]
 fn a_probe_that_proves_itself_ends_the_outage_early_and_is_polled_until_then() {
     let mut probe = AgentOutageView {

@@ -150,7 +150,10 @@ impl Decider<'_> {
                 let poll = agent.provable.then(|| add(self.now, PROBE_POLL));
                 Probe::Waiting(Some(poll.map_or(done, |p| p.min(done))))
             }
-            None => Probe::Waiting(None),
+            // Restarted, its pod not seen running yet: looked at again in a while, as nothing
+            // else may tell (its status can say Running before the pod cache does, and a pod's
+            // changes reconcile no policy).
+            None => Probe::Waiting(Some(add(self.now, PROBE_POLL))),
         }
     }
 

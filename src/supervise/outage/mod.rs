@@ -22,7 +22,8 @@ pub use view::AgentTraits;
 pub const MAX_OUTAGES: usize = 16;
 /// An outage's message is cut to this many bytes.
 const MESSAGE_LIMIT: usize = 256;
-/// How often a running probe that can prove itself (readiness, heartbeat) is looked at.
+/// How often a probe is looked at while its pod is not seen running, and while it runs if it can
+/// prove itself (readiness, heartbeat).
 const PROBE_POLL: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Everything `decide_outages` looks at.
