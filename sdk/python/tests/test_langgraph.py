@@ -126,6 +126,36 @@ def test_a_crashed_graph_resumes_at_its_node_from_sqlite(
     assert ran == Counter(plan=1, fetch=2, write=1, publish=1)
 
 
+def test_a_resume_that_crashes_again_reports_nothing_new(
+    pod: Path, apiserver: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LangGraph copies the checkpoint it resumes at ("fork") before it runs from it. Were the
+    copy reported, every attempt that crashes again would seem to get past its checkpoint: it
+    would never be poisoned, and each next attempt would resume from a copy of a copy."""
+    fresh_agent(monkeypatch)
+    memory = InMemorySaver()
+    ran: Counter[str] = Counter()
+    with Supervisor.from_env(renew_every=60) as sup:
+        graph = build(ran, {"fetch"}).compile(checkpointer=supervised(memory, sup))
+        with pytest.raises(Flaky):
+            graph.invoke({"log": []}, resume_config(sup, THREAD))
+    handed = dict(apiserver.lease(NAMESPACE, LEASE)["metadata"]["annotations"])
+    for _ in range(2):
+        new_attempt(monkeypatch, apiserver)
+        with Supervisor.from_env(renew_every=60) as sup:
+            graph = build(ran, {"fetch"}).compile(checkpointer=supervised(memory, sup))
+            config = resume_config(sup, THREAD)
+            assert f"{THREAD}/{config['configurable']['checkpoint_id']}" == handed[CHECKPOINT]
+            with pytest.raises(Flaky):
+                graph.invoke(None, config)
+        reported = apiserver.lease(NAMESPACE, LEASE)["metadata"]["annotations"]
+        assert reported[CHECKPOINT] == handed[CHECKPOINT], "the same checkpoint: no news"
+        assert reported[PROGRESS] == handed[PROGRESS], "no node ended: no progress"
+    forks = [c for c in memory.list(None) if c.metadata and c.metadata.get("source") == "fork"]
+    assert len(forks) == 2, "LangGraph did copy it, each time"
+    assert ran == Counter(plan=1, fetch=3)
+
+
 def test_the_async_twin_resumes_too(
     pod: Path, apiserver: FakeApiServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

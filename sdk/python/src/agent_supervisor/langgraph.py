@@ -46,6 +46,13 @@ def _reference(config: RunnableConfig) -> str | None:
         return None
 
 
+def _forked(metadata: Any) -> bool:
+    """Whether LangGraph stored this checkpoint as a copy of the one a run resumes at: invoked
+    at a `checkpoint_id`, it copies that checkpoint (one step on, the same state) and runs from
+    the copy."""
+    return isinstance(metadata, dict) and metadata.get("source") == "fork"
+
+
 def _step(metadata: Any) -> int | None:
     step = metadata.get("step") if isinstance(metadata, dict) else None
     return step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else None
@@ -54,6 +61,8 @@ def _step(metadata: Any) -> int | None:
 class SupervisedSaver(BaseCheckpointSaver[Any]):
     """A checkpoint saver that, after each checkpoint the wrapped saver stored, reports it to the
     operator as `<thread_id>/<checkpoint_id>`, with LangGraph's step as progress when it grew.
+    The copy LangGraph makes of the checkpoint a run resumes at is not reported: it is the
+    checkpoint the operator handed back.
 
     Everything else is the wrapped saver's. Make one with `supervised(saver, sup)`.
     """
@@ -84,6 +93,12 @@ class SupervisedSaver(BaseCheckpointSaver[Any]):
         return getattr(self.saver, name)
 
     def _report(self, config: RunnableConfig, metadata: Any) -> dict[str, Any] | None:
+        if _forked(metadata):
+            # The checkpoint the attempt resumed from, again: not news. Reported, it would tell
+            # the operator that the attempt got past its checkpoint before any node ran (one
+            # that crashes every attempt would never be poisoned: each would resume from the
+            # copy before) and its step as progress. What runs from it is reported as it ends.
+            return None
         reference = _reference(config)
         if reference is None:
             return None
