@@ -174,6 +174,7 @@ pub fn running_status() -> AgentStatus {
         checkpoints: Vec::new(),
         resumed_from: None,
         ignored_report: None,
+        spend: None,
         conditions: vec![
             condition("CircuitBreakerOpen", false, "Closed", ""),
             condition(

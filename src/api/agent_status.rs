@@ -135,6 +135,11 @@ pub struct AgentStatus {
     /// backwards, a checkpoint over 1 KiB), and why: said once, as a `ReportIgnored` Event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ignored_report: Option<String>,
+
+    /// What the agent spent, as it reports it (`supervisor.dev/spend` on its heartbeat Lease, or
+    /// `spend` in its typed termination message): every attempt's last report, counted once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<super::SpendStatus>,
 }
 
 /// How far the agent has got.

@@ -7,7 +7,7 @@ use kube::ResourceExt;
 
 use crate::api::{
     ATTEMPT_LABEL, Agent, AgentGroup, AgentGroupStatus, AgentStatus, CHECKPOINT_ANNOTATION,
-    HANDLED_RESET_ANNOTATION, HANDLED_RESTART_ANNOTATION, PROGRESS_ANNOTATION,
+    HANDLED_RESET_ANNOTATION, HANDLED_RESTART_ANNOTATION, PROGRESS_ANNOTATION, SPEND_ANNOTATION,
     TEMPLATE_HASH_ANNOTATION, TRIGGER_ANNOTATION, Trigger,
 };
 use crate::supervise::group::{AgentView, ChildView};
@@ -131,6 +131,7 @@ pub fn lease_facts(lease: &Lease) -> LeaseFacts {
         reported: Reported {
             progress: lease.annotations().get(PROGRESS_ANNOTATION).cloned(),
             checkpoint: lease.annotations().get(CHECKPOINT_ANNOTATION).cloned(),
+            spend: lease.annotations().get(SPEND_ANNOTATION).cloned(),
         },
     }
 }

@@ -16,6 +16,7 @@ pub mod outage;
 pub mod plan;
 pub mod progress;
 pub mod rules;
+pub mod spend;
 
 pub use backoff::stable_hash;
 pub use decide::{Options, SETTLE, decide, decide_with};

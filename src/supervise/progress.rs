@@ -23,6 +23,8 @@ const QUOTE_LIMIT: usize = 64;
 pub struct Reported {
     pub progress: Option<String>,
     pub checkpoint: Option<String>,
+    /// The attempt's spend so far, as JSON (see `spend`).
+    pub spend: Option<String>,
 }
 
 /// A report, read: the values that may be used, and those set aside.
@@ -110,6 +112,10 @@ pub fn from_message(message: &str) -> Reported {
     Reported {
         progress: text("progress"),
         checkpoint: text("checkpoint"),
+        spend: object
+            .get("spend")
+            .filter(|v| !v.is_null())
+            .map(Value::to_string),
     }
 }
 
@@ -137,6 +143,7 @@ mod tests {
         Reported {
             progress: progress.map(str::to_string),
             checkpoint: checkpoint.map(str::to_string),
+            spend: None,
         }
     }
 
@@ -231,6 +238,10 @@ mod tests {
         assert_eq!(
             from_message(r#"{"progress": -3, "checkpoint": 7}"#),
             reported(Some("-3"), Some("7"))
+        );
+        assert_eq!(
+            from_message(r#"{"shutdown": "economic", "spend": {"cost": "2.50"}}"#).spend,
+            Some(r#"{"cost":"2.50"}"#.to_string())
         );
         assert_eq!(from_message("panic: out of memory"), Reported::default());
         assert_eq!(from_message(r#"{"retryAfter": "5m"}"#), Reported::default());

@@ -143,6 +143,7 @@ impl Sim {
             reported: Reported {
                 progress: progress.map(str::to_string),
                 checkpoint: checkpoint.map(str::to_string),
+                spend: None,
             },
         });
         self

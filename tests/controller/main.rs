@@ -18,6 +18,7 @@ mod outage;
 mod ownership;
 mod restarts;
 mod shutdown;
+mod spend;
 mod steady;
 mod teardown;
 mod watches;

@@ -228,6 +228,7 @@ pub(crate) fn arb_status() -> BoxedStrategy<AgentStatus> {
                 checkpoints: Vec::new(),
                 resumed_from: None,
                 ignored_report: None,
+                spend: None,
             },
         )
         .boxed()

@@ -10,6 +10,7 @@ use crate::supervise::classify::{Ending, add};
 use crate::supervise::input::PodFacts;
 use crate::supervise::plan::EventReason;
 use crate::supervise::progress::{self, Reported};
+use crate::supervise::spend;
 
 impl<'a> Decider<'a> {
     /// The pod of the attempt the status records (also when a newer one was adopted).
@@ -22,8 +23,18 @@ impl<'a> Decider<'a> {
     }
 
     /// What the attempt's pod reported on the heartbeat Lease, if the Lease is held by it (a
-    /// report left there by an earlier attempt is not this one's).
+    /// report left there by an earlier attempt is not this one's) and its end is not recorded
+    /// yet (then its last words were taken, and the Lease says less than they did).
     fn lease_reports(&self) -> Option<&'a Reported> {
+        let ended = self.s.shutdown.is_some()
+            || self
+                .s
+                .restart_history
+                .first()
+                .is_some_and(|r| r.attempt == self.s.attempt);
+        if ended {
+            return None;
+        }
         let lease = self.input.lease.as_ref()?;
         let holder = lease.holder.as_deref();
         self.attempt_pod()
@@ -51,6 +62,7 @@ impl<'a> Decider<'a> {
                 self.event(EventReason::ReportIgnored, note);
             }
         }
+        self.take_spend(reported.spend.as_deref());
         let checkpoint = report
             .checkpoint
             .filter(|r| !self.s.checkpoints.iter().any(|c| &c.reference == r));
@@ -74,6 +86,25 @@ impl<'a> Decider<'a> {
             self.s.checkpoints.insert(0, checkpoint);
             let keep = self.policy.checkpoints.keep.clamp(1, 20) as usize;
             self.s.checkpoints.truncate(keep);
+        }
+    }
+
+    /// Counts what the attempt reported it spent (`spend`): what is set aside is said once.
+    fn take_spend(&mut self, reported: Option<&str>) {
+        let Some(raw) = reported.filter(|r| !r.trim().is_empty()) else {
+            return;
+        };
+        let counted = spend::parse(raw)
+            .map_err(|why| format!("spend {}: ignored", why))
+            .and_then(|spent| {
+                spend::count(&mut self.s.spend, self.s.attempt, spent, self.now)
+                    .map_err(|why| format!("{why}: ignored"))
+            });
+        if let Err(note) = counted
+            && self.s.ignored_report.as_deref() != Some(note.as_str())
+        {
+            self.s.ignored_report = Some(note.clone());
+            self.event(EventReason::ReportIgnored, note);
         }
     }
 

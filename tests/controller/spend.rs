@@ -1,0 +1,96 @@
+//! Spend, as the agent reports it: on its Lease while it runs, in its termination message when it
+//! ends; each attempt's last report counted once, kept across restarts, and a report going
+//! backwards set aside and said.
+
+use agent_supervisor::api::SPEND_ANNOTATION;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+use crate::support::TestNamespace;
+use crate::{fast_policy, setup_prompt};
+
+/// The pod `holder` renews the Lease `lease` and reports `spend` (JSON) on it.
+async fn report_spend(ns: &TestNamespace, lease: &str, holder: &str, spend: &str) {
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string();
+    let patch = json!({
+        "metadata": { "annotations": { SPEND_ANNOTATION: spend } },
+        "spec": { "holderIdentity": holder, "renewTime": now },
+    });
+    ns.api::<Lease>()
+        .patch(lease, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("the agent writes its Lease");
+}
+
+#[tokio::test]
+async fn each_attempts_last_report_is_counted_once_across_restarts() {
+    let (ns, _operator) = setup_prompt().await;
+    ns.create_policy("p", fast_policy("1s")).await;
+    ns.create_agent(
+        "spender",
+        json!({ "restartPolicyRef": { "name": "p" }, "heartbeat": { "timeout": "5m" } }),
+    )
+    .await;
+    ns.wait_running("spender-1").await;
+    report_spend(
+        &ns,
+        "spender",
+        "spender-1",
+        r#"{"cost": "0.10", "tokens": 1000}"#,
+    )
+    .await;
+    ns.wait_status("spender", "the first report counted", |s| {
+        s.spend.as_ref().and_then(|s| s.cost.as_deref()) == Some("0.10")
+    })
+    .await;
+    // It grows; then the attempt ends, its last words saying more than its Lease did.
+    report_spend(
+        &ns,
+        "spender",
+        "spender-1",
+        r#"{"cost": "0.30", "tokens": 3000}"#,
+    )
+    .await;
+    ns.wait_status("spender", "what it grew by", |s| {
+        s.spend.as_ref().and_then(|s| s.tokens) == Some(3000)
+    })
+    .await;
+    ns.terminate(
+        "spender-1",
+        1,
+        "Error",
+        r#"{"retryAfter": "1s", "spend": {"cost": "0.40", "tokens": 4000}}"#,
+    )
+    .await;
+    ns.wait_running("spender-2").await;
+    // The next attempt: the Lease still holds attempt 1's report, not its own: nothing counted
+    // twice; then its own reports add to the total.
+    let between = ns
+        .wait_status("spender", "attempt 1 counted", |s| s.attempt == 2)
+        .await;
+    let first = between.spend.expect("spend kept");
+    assert_eq!(
+        (first.cost.as_deref(), first.tokens),
+        (Some("0.40"), Some(4000))
+    );
+    report_spend(&ns, "spender", "spender-2", r#"{"cost": "0.05"}"#).await;
+    let status = ns
+        .wait_status("spender", "attempt 2's report", |s| {
+            s.spend.as_ref().and_then(|s| s.cost.as_deref()) == Some("0.45")
+        })
+        .await;
+    let spend = status.spend.unwrap();
+    assert_eq!(spend.tokens, Some(4000));
+    assert_eq!(spend.current.attempt, 2);
+    assert_eq!(spend.since, first.since, "counted since the first report");
+
+    // Going backwards within the attempt: set aside, and said once.
+    report_spend(&ns, "spender", "spender-2", r#"{"cost": "0.01"}"#).await;
+    let note = ns.wait_event("spender", "ReportIgnored").await;
+    assert!(note.contains("0.01") && note.contains("0.05"), "{note}");
+    let status = ns.status("spender").await;
+    assert_eq!(status.spend.unwrap().cost.as_deref(), Some("0.45"));
+}
