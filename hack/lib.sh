@@ -31,6 +31,39 @@ free_port() {
 log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
+# sdk_venv: makes (once) or reuses the Python SDK's virtualenv and prints its python. The
+# virtualenv holds exactly the pins of sdk/python/requirements-dev.txt (pytest, ruff, lightkube,
+# langgraph, ...; not the SDK itself: `hack/sdk.sh` installs its wheel) and lives in the cache,
+# one per set of pins and Python version: $CACHE_DIR/venv/sdk-<hash>.
+#
+# SDK_PYTHON  the interpreter to make it with (default: python3; Python >= 3.10)
+sdk_venv() {
+  local python="${SDK_PYTHON:-python3}" requirements="$REPO_ROOT/sdk/python/requirements-dev.txt"
+  local key venv
+  command -v "$python" >/dev/null || die "no $python: install Python >= 3.10 (or set SDK_PYTHON)"
+  "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' ||
+    die "the SDK needs Python >= 3.10; $python is $("$python" -V 2>&1)"
+  key="$({ cat "$requirements"; "$python" -c 'import sys; print(sys.version)'; } |
+    sha256sum | cut -c1-16)"
+  venv="$CACHE_DIR/venv/sdk-$key"
+  mkdir -p "$CACHE_DIR/venv"
+  # Two runs at once make the virtualenv once.
+  (
+    flock 9
+    if [[ ! -f "$venv/.complete" ]]; then
+      log "making the SDK's virtualenv (pinned requirements) at $venv"
+      rm -rf "$venv"
+      "$python" -m venv "$venv" ||
+        die "$python -m venv failed: install the venv module (Debian: python3-venv)"
+      # Exactly the pins, nothing resolved: `pip check` (hack/sdk.sh) says if one is missing.
+      "$venv/bin/python" -m pip --disable-pip-version-check --no-input --quiet install \
+        --no-deps --require-virtualenv -r "$requirements" || die "installing the SDK's pins failed"
+      touch "$venv/.complete"
+    fi
+  ) 9>"$venv.lock" || exit 1
+  echo "$venv/bin/python"
+}
+
 # is_ours PID NAME: PID is alive and runs the program NAME (so a stale pid file, whose pid the
 # system has since given to another process, is never acted on).
 is_ours() {

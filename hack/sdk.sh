@@ -1,40 +1,45 @@
 #!/usr/bin/env bash
 # Tests the Python SDK (sdk/python): builds its wheel with the standard tools, installs it into a
-# virtualenv of the pinned sdk/python/requirements-dev.txt, and runs ruff and pytest against the
-# installed wheel (not the source tree), so packaging is proven too.
+# virtualenv of the pinned sdk/python/requirements-dev.txt, and runs pytest against the installed
+# wheel (not the source tree), so packaging is proven too.
 #
-# The virtualenv lives in the project's cache, one per set of pins and Python version:
-# $CACHE_DIR/venv/sdk-<hash>. It is made once and reused; a change of pins makes a new one.
+#   hack/sdk.sh           ruff (the SDK and hack/podrun.py) and the unit tests
+#   hack/sdk.sh cluster   the tests against a real API server (sdk/python/tests/cluster): each
+#                         runs the operator binary and the SDK's agents, as pods' processes
+#                         (hack/podrun.py). Needs TEST_KUBECONFIG (a cluster with fake nodes, as
+#                         `make cluster-up` starts) and the binary: AGENT_SUPERVISOR_BIN, by
+#                         default target/debug/agent-supervisor (`cargo build`). Fails, never
+#                         skips, without either.
 #
+# The virtualenv lives in the project's cache (see sdk_venv in hack/lib.sh).
 # SDK_PYTHON  the interpreter to make the virtualenv with (default: python3; Python >= 3.10)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+mode="${1:-unit}"
+case "$mode" in
+unit) ;;
+cluster)
+  [[ -n "${TEST_KUBECONFIG:-}" ]] ||
+    die "hack/sdk.sh cluster needs TEST_KUBECONFIG: a cluster's kubeconfig (make cluster-up; TEST_KUBECONFIG=target/cluster/kubeconfig)"
+  [[ -r "$TEST_KUBECONFIG" ]] || die "TEST_KUBECONFIG=$TEST_KUBECONFIG is not a readable file"
+  export AGENT_SUPERVISOR_BIN="${AGENT_SUPERVISOR_BIN:-$REPO_ROOT/target/debug/agent-supervisor}"
+  [[ -x "$AGENT_SUPERVISOR_BIN" ]] ||
+    die "no operator binary at $AGENT_SUPERVISOR_BIN: run cargo build (or set AGENT_SUPERVISOR_BIN)"
+  # (Absolute: the tests run in sdk/python.)
+  TEST_KUBECONFIG="$(realpath "$TEST_KUBECONFIG")"
+  AGENT_SUPERVISOR_BIN="$(realpath "$AGENT_SUPERVISOR_BIN")"
+  export TEST_KUBECONFIG AGENT_SUPERVISOR_BIN
+  # kubectl (the CRDs) from the pinned tools.
+  export PATH="$TOOLS_PATH:$PATH"
+  command -v kubectl >/dev/null || die "no kubectl in $KUBERNETES_BIN: run make tools"
+  ;;
+*) die "usage: hack/sdk.sh [unit|cluster]" ;;
+esac
+
 sdk="$REPO_ROOT/sdk/python"
-python="${SDK_PYTHON:-python3}"
-command -v "$python" >/dev/null || die "no $python: install Python >= 3.10 (or set SDK_PYTHON)"
-"$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' ||
-  die "the SDK needs Python >= 3.10; $python is $("$python" -V 2>&1)"
-
-key="$({ cat "$sdk/requirements-dev.txt"; "$python" -c 'import sys; print(sys.version)'; } |
-  sha256sum | cut -c1-16)"
-venv="$CACHE_DIR/venv/sdk-$key"
-py="$venv/bin/python"
+py="$(sdk_venv)"
 pip=("$py" -m pip --disable-pip-version-check --no-input --quiet)
-
-mkdir -p "$CACHE_DIR/venv"
-# Two runs at once make the virtualenv once.
-exec 9>"$venv.lock"
-flock 9
-if [[ ! -f "$venv/.complete" ]]; then
-  log "making the SDK's virtualenv (pinned requirements) at $venv"
-  rm -rf "$venv"
-  "$python" -m venv "$venv" || die "$python -m venv failed: install the venv module (Debian: python3-venv)"
-  # Exactly the pins, nothing resolved: `pip check` below says if one is missing.
-  "${pip[@]}" install --no-deps --require-virtualenv -r "$sdk/requirements-dev.txt"
-  touch "$venv/.complete"
-fi
-flock -u 9
 
 dist="$(mktemp -d)"
 trap 'rm -rf "$dist"' EXIT
@@ -47,8 +52,15 @@ wheel=("$dist"/agent_supervisor-*.whl)
 
 cd "$sdk"
 export PYTHONDONTWRITEBYTECODE=1
-log "ruff"
-"$py" -m ruff check --no-cache .
-"$py" -m ruff format --check --no-cache .
-log "pytest"
-"$py" -m pytest -p no:cacheprovider -q
+if [[ "$mode" == unit ]]; then
+  log "ruff"
+  # hack/podrun.py, a test helper, under the SDK's rules.
+  podrun="$REPO_ROOT/hack/podrun.py"
+  "$py" -m ruff check --no-cache . "$podrun"
+  "$py" -m ruff format --check --no-cache . "$podrun"
+  log "pytest"
+  "$py" -m pytest -p no:cacheprovider -q
+else
+  log "pytest against $(kubectl --kubeconfig="$TEST_KUBECONFIG" config view --minify -o jsonpath='{.clusters[0].cluster.server}') (operator: $AGENT_SUPERVISOR_BIN)"
+  "$py" -m pytest -p no:cacheprovider -q -rA tests/cluster
+fi

@@ -34,8 +34,18 @@ trap 'rm -f "$results"; [[ -n "${dir:-}" ]] && hack/cluster.sh down --dir "$dir"
 status=0
 cargo test --locked --lib --bins --tests --no-fail-fast -- --test-threads="${TEST_THREADS:-16}" 2>&1 |
   tee "$results" || status=$?
+# The Python SDK against this cluster: the operator binary, and agents run as their pods'
+# processes (hack/podrun.py).
+sdk=0
+{ cargo build --locked --bin agent-supervisor && hack/sdk.sh cluster; } || sdk=$?
 # One closing line for the whole suite, summed over every test binary.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "suite: %d passed, %d failed\n", p, f }' "$results"
+if ((sdk == 0)); then
+  echo "sdk against the API server: passed"
+else
+  echo "sdk against the API server: FAILED (hack/sdk.sh cluster exited with $sdk)"
+  status=1
+fi
 ((bench == 0)) || { log "the scale benchmark's smoke run failed"; status=1; }
 exit "$status"
