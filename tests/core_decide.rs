@@ -15,6 +15,8 @@
 mod at_once;
 #[path = "core_decide/breaker.rs"]
 mod breaker;
+#[path = "core_decide/budget.rs"]
+mod budget;
 #[path = "core_decide/build.rs"]
 mod build;
 #[path = "core_decide/checkpoints.rs"]

@@ -77,6 +77,7 @@ pub fn policy() -> RestartPolicySpec {
         outage: None,
         checkpoints: Default::default(),
         progress: None,
+        budget: None,
     }
 }
 

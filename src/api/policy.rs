@@ -100,6 +100,10 @@ pub struct RestartPolicySpec {
     /// a reset may require progress. Off when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<super::ProgressPolicy>,
+
+    /// How much each Agent using the policy may spend, as it reports it. None when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<super::Budget>,
 }
 
 impl Default for RestartPolicySpec {
@@ -117,6 +121,7 @@ impl Default for RestartPolicySpec {
             outage: None,
             checkpoints: super::CheckpointPolicy::default(),
             progress: None,
+            budget: None,
         }
     }
 }

@@ -42,3 +42,64 @@ pub struct AttemptSpend {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<u64>,
 }
+
+/// A spend budget (`RestartPolicy.spec.budget`, `AgentGroup.spec.budget`): when what an agent
+/// (or a group's members together) reports spending reaches a maximum, its pod is stopped and it
+/// shuts down (`Economic`, source `Budget`) until the budget is raised or its window moves on.
+/// The budget trusts the agent's reports.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = budget_rules)]
+pub struct Budget {
+    /// The most it may cost, a decimal in the unit the agents report (such as `25.00`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]{1,11}(\.[0-9]{1,9})?$"), length(max = 21))]
+    pub max_cost: Option<String>,
+
+    /// The most tokens it may use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub max_tokens: Option<u64>,
+
+    /// The spend counted is what was reported since the window began; when it has run this
+    /// long, a new one begins (and an agent stopped by the budget resumes). Must be longer than
+    /// 0s. Without it: the Agent's whole life.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<super::Duration>,
+
+    /// The share of a maximum at which `BudgetLow` is said (an Event, and the condition): above
+    /// 0, at most 1. Default 0.8.
+    #[serde(default = "warn_at")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub warn_at: f64,
+}
+
+fn warn_at() -> f64 {
+    0.8
+}
+
+fn budget_rules(schema: &mut schemars::Schema) {
+    super::duration::positive_when(
+        schema,
+        "window",
+        "has(self.window)",
+        "budget window must be longer than 0s",
+    );
+    super::duration::add_rule(
+        schema,
+        serde_json::json!({
+            "rule": "!has(self.warnAt) || self.warnAt > 0.0",
+            "message": "budget warnAt must be above 0 (and at most 1)",
+            "fieldPath": ".warnAt",
+            "reason": "FieldValueInvalid",
+        }),
+    );
+    super::duration::add_rule(
+        schema,
+        serde_json::json!({
+            "rule": "has(self.maxCost) || has(self.maxTokens)",
+            "message": "a budget sets maxCost, maxTokens or both",
+            "reason": "FieldValueRequired",
+        }),
+    );
+}

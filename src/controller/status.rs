@@ -11,9 +11,9 @@ use crate::api::{Agent, AgentStatus};
 use crate::supervise::Plan;
 use crate::supervise::conditions::OWNED;
 
-/// Writes what the plan changed. A shutdown the operator records goes first, as a merge patch
-/// of that one field (so the operator's applied status never owns it, and never removes one
-/// written by someone else); then the rest by server-side apply, with only the conditions the
+/// Writes what the plan changed. A shutdown the operator records (or its own budget shutdown it
+/// lifts) goes first, as a merge patch of that one field (so the operator's applied status never
+/// owns it, and never removes one written by someone else); then the rest by server-side apply, with only the conditions the
 /// operator owns (others' conditions are theirs to change and remove). Both carry the
 /// resourceVersion the decision was made on: a decision made on a stale cache is refused (409)
 /// and made again. Returns the Agent as written, if anything was.
@@ -28,7 +28,9 @@ pub async fn record(
     let name = agent.name_any();
     let namespace = agent.namespace().unwrap_or_default();
     let mut resource_version = agent.resource_version();
-    let writes = plan.record_shutdown.is_some() || !same_except_shutdown(&plan.status, before);
+    let writes = plan.record_shutdown.is_some()
+        || plan.clear_shutdown
+        || !same_except_shutdown(&plan.status, before);
     if let (true, Some(version)) = (writes, &resource_version) {
         // Until the cache holds this write, nothing is done on the version it was made on.
         ctx.own_writes.writing(&namespace, &name, version);
@@ -42,7 +44,12 @@ pub async fn record(
         RecordError(e)
     };
 
-    if let Some(shutdown) = &plan.record_shutdown {
+    let shutdown = match (&plan.record_shutdown, plan.clear_shutdown) {
+        (Some(shutdown), _) => Some(serde_json::to_value(shutdown).expect("serializes")),
+        (None, true) => Some(serde_json::Value::Null),
+        (None, false) => None,
+    };
+    if let Some(shutdown) = shutdown {
         let patch = json!({
             "metadata": { "resourceVersion": resource_version },
             "status": { "shutdown": shutdown },

@@ -9,8 +9,10 @@ pub const READY: &str = "Ready";
 pub const CIRCUIT_BREAKER_OPEN: &str = "CircuitBreakerOpen";
 pub const POLICY_RESOLVED: &str = "PolicyResolved";
 pub const ACCEPTED: &str = "Accepted";
+/// True once an Agent's spend crossed its budget's `warnAt` (present only under a budget).
+pub const BUDGET_LOW: &str = "BudgetLow";
 /// The condition types the operator writes on an Agent; any other is someone else's.
-pub const OWNED: [&str; 3] = [READY, CIRCUIT_BREAKER_OPEN, POLICY_RESOLVED];
+pub const OWNED: [&str; 4] = [READY, CIRCUIT_BREAKER_OPEN, POLICY_RESOLVED, BUDGET_LOW];
 
 /// A condition's desired state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

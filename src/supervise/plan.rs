@@ -24,6 +24,9 @@ pub struct Plan {
     /// so that the operator never takes ownership of — and so can never remove — a shutdown
     /// someone else wrote.
     pub record_shutdown: Option<Shutdown>,
+    /// The operator's own budget shutdown is lifted: `status.shutdown` is removed, apart from
+    /// the rest, and only on the status the decision saw (its resourceVersion).
+    pub clear_shutdown: bool,
     pub events: Vec<Event>,
     /// Decide again at this time, even if nothing changes before.
     pub requeue_at: Option<Timestamp>,
@@ -89,11 +92,15 @@ pub enum EventReason {
     CheckpointPoisoned,
     /// A progress or checkpoint report was set aside (said once per report).
     ReportIgnored,
+    /// The spend budget is used up: the pod is stopped, and it shuts down.
+    BudgetExhausted,
+    /// The spend crossed the budget's `warnAt`.
+    BudgetLow,
 }
 
 impl EventReason {
     /// Every reason, in declaration order.
-    pub const ALL: [EventReason; 20] = [
+    pub const ALL: [EventReason; 22] = [
         EventReason::PodCreated,
         EventReason::Crashed,
         EventReason::RestartScheduled,
@@ -114,6 +121,8 @@ impl EventReason {
         EventReason::GroupShutdown,
         EventReason::CheckpointPoisoned,
         EventReason::ReportIgnored,
+        EventReason::BudgetExhausted,
+        EventReason::BudgetLow,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -138,6 +147,8 @@ impl EventReason {
             EventReason::GroupShutdown => "GroupShutdown",
             EventReason::CheckpointPoisoned => "CheckpointPoisoned",
             EventReason::ReportIgnored => "ReportIgnored",
+            EventReason::BudgetExhausted => "BudgetExhausted",
+            EventReason::BudgetLow => "BudgetLow",
         }
     }
 
@@ -153,6 +164,8 @@ impl EventReason {
                 | EventReason::GroupGaveUp
                 | EventReason::CheckpointPoisoned
                 | EventReason::ReportIgnored
+                | EventReason::BudgetExhausted
+                | EventReason::BudgetLow
         )
     }
 }

@@ -41,6 +41,14 @@ impl Cost {
         Cost(self.0.saturating_add(other.0))
     }
 
+    /// `self / max` (infinite for a maximum of zero).
+    pub fn ratio(self, max: Cost) -> f64 {
+        if max.0 == 0 {
+            return f64::INFINITY;
+        }
+        self.0 as f64 / max.0 as f64
+    }
+
     /// `self - other`, never below zero.
     pub fn minus(self, other: Cost) -> Cost {
         Cost(self.0.saturating_sub(other.0))

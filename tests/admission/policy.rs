@@ -217,6 +217,41 @@ async fn invalid_restart_policies_are_rejected_with_a_message_naming_the_field()
             json!({ "maxRetryAfter": "forever" }),
             vec!["spec.maxRetryAfter", "must be a duration"],
         ),
+        (
+            "budget-negative-cost",
+            json!({ "budget": { "maxCost": "-1" } }),
+            vec!["spec.budget.maxCost", "should match"],
+        ),
+        (
+            "budget-cost-words",
+            json!({ "budget": { "maxCost": "ten dollars" } }),
+            vec!["spec.budget.maxCost", "should match"],
+        ),
+        (
+            "budget-window-zero",
+            json!({ "budget": { "maxCost": "2", "window": "0s" } }),
+            vec!["spec.budget.window", "budget window must be longer than 0s"],
+        ),
+        (
+            "budget-warn-zero",
+            json!({ "budget": { "maxCost": "2", "warnAt": 0 } }),
+            vec!["spec.budget.warnAt", "must be above 0"],
+        ),
+        (
+            "budget-warn-over-one",
+            json!({ "budget": { "maxTokens": 10, "warnAt": 1.5 } }),
+            vec!["spec.budget.warnAt", "less than or equal to 1"],
+        ),
+        (
+            "budget-no-maximum",
+            json!({ "budget": { "window": "1h" } }),
+            vec!["spec.budget", "sets maxCost, maxTokens or both"],
+        ),
+        (
+            "budget-negative-tokens",
+            json!({ "budget": { "maxTokens": -5 } }),
+            vec!["spec.budget.maxTokens", "greater than or equal to 0"],
+        ),
     ];
     let mut failures = Vec::new();
     for (name, spec, expected) in cases {
@@ -255,6 +290,10 @@ async fn valid_policies_are_accepted_and_defaulted_by_the_server() {
             json!({ "outage": { "agents": 5 }, "maxRetryAfter": "15m" }),
         ),
         ("progress", json!({ "progress": { "stallTimeout": "20m" } })),
+        (
+            "budget",
+            json!({ "budget": { "maxCost": "25.00", "maxTokens": 0, "window": "24h" } }),
+        ),
     ] {
         api.create(&PostParams::default(), &policy(name, spec))
             .await
@@ -282,6 +321,10 @@ async fn valid_policies_are_accepted_and_defaulted_by_the_server() {
         "window and holdFor default to 1m and 5m"
     );
     assert_eq!(outage.max_retry_after.to_string(), "15m");
+    let budget = api.get("budget").await.expect("read back").spec.budget;
+    let budget = budget.expect("budget kept");
+    assert_eq!(budget.max_cost.as_deref(), Some("25.00"));
+    assert_eq!(budget.warn_at, 0.8, "warnAt defaults to 0.8");
     assert_eq!(
         empty.max_retry_after.to_string(),
         "1h",

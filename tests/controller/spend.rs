@@ -94,3 +94,69 @@ async fn each_attempts_last_report_is_counted_once_across_restarts() {
     let status = ns.status("spender").await;
     assert_eq!(status.spend.unwrap().cost.as_deref(), Some("0.45"));
 }
+
+/// The issue's case: a crash loop reporting 0.40 an attempt under a 2.00 budget stops after its
+/// fifth attempt with an Economic shutdown from the budget and never gets a sixth pod; raising
+/// the budget to 4.00 resumes it.
+#[tokio::test]
+async fn a_crash_loop_stops_when_its_budget_is_spent_and_resumes_when_it_is_raised() {
+    let (ns, _operator) = setup_prompt().await;
+    let pods = ns.record_pods().await;
+    let policy = |max: &str| {
+        json!({
+            "backoff": { "type": "Immediate" },
+            "circuitBreaker": { "failureThreshold": 0 },
+            "limits": { "maxRestarts": 0 },
+            "budget": { "maxCost": max },
+        })
+    };
+    ns.create_policy("p", policy("2.00")).await;
+    ns.create_agent("burner", json!({ "restartPolicyRef": { "name": "p" } }))
+        .await;
+    for attempt in 1..=5 {
+        let pod = format!("burner-{attempt}");
+        ns.wait_running(&pod).await;
+        ns.terminate(&pod, 1, "Error", r#"{"spend": {"cost": "0.40"}}"#)
+            .await;
+    }
+    let status = ns
+        .wait_status("burner", "shut down by its budget", |s| {
+            s.phase == Some(agent_supervisor::api::Phase::Shutdown)
+        })
+        .await;
+    let shutdown = status.shutdown.expect("a shutdown");
+    assert_eq!(shutdown.kind, agent_supervisor::api::ShutdownType::Economic);
+    assert_eq!(shutdown.source.as_deref(), Some("Budget"));
+    assert_eq!(
+        shutdown.reason.as_deref(),
+        Some("spend budget exhausted: 2.00 of 2.00")
+    );
+    assert_eq!(status.spend.unwrap().cost.as_deref(), Some("2.00"));
+    ns.wait_event("burner", "BudgetExhausted").await;
+    ns.wait_event("burner", "BudgetLow").await;
+    // Made to decide again on everything as it is: still no sixth pod.
+    ns.decided_again("burner").await;
+    let made: Vec<String> = pods
+        .all()
+        .into_iter()
+        .filter_map(|(_, p)| p.metadata.name)
+        .collect();
+    assert!(!made.contains(&"burner-6".to_string()), "pods: {made:?}");
+
+    // Raised to 4.00: it resumes with attempt 6.
+    ns.api::<agent_supervisor::api::RestartPolicy>()
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "spec": { "budget": { "maxCost": "4.00" } } })),
+        )
+        .await
+        .expect("raise the budget");
+    ns.wait_running("burner-6").await;
+    let status = ns
+        .wait_status("burner", "resumed", |s| {
+            s.shutdown.is_none() && s.attempt == 6
+        })
+        .await;
+    assert_eq!(status.spend.unwrap().cost.as_deref(), Some("2.00"));
+}

@@ -167,6 +167,7 @@ pub(crate) fn arb_policy() -> BoxedStrategy<RestartPolicySpec> {
                 outage: None,
                 checkpoints: Default::default(),
                 progress: None,
+                budget: None,
             },
         )
         .boxed()

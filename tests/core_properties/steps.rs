@@ -124,6 +124,7 @@ pub(crate) fn arb_walk_policy() -> BoxedStrategy<RestartPolicySpec> {
                 outage: None,
                 checkpoints: Default::default(),
                 progress: None,
+                budget: None,
             },
         )
         .boxed()

@@ -68,6 +68,12 @@ impl Decider<'_> {
 
         match (class, shutdown) {
             (_, Some((kind, source))) => self.record_shutdown(kind, source, &ending),
+            // What it reported spending used the budget up: no restart, whatever else holds.
+            (_, None) if self.budget_spent() => {
+                self.crashed(&ending, "its spend budget is used up: not restarting");
+                self.push_history(record);
+                self.enforce_budget();
+            }
             (_, None) if ending.retry_after.is_some() => {
                 let retry = ending.retry_after.expect("matched");
                 self.retry_later(&ending, record, retry, ended_at);

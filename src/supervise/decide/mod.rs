@@ -12,6 +12,7 @@ pub const SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
 
 mod active;
 mod alone;
+mod budget;
 mod failure;
 mod member;
 mod outage;
@@ -114,6 +115,8 @@ impl<'a> Decider<'a> {
                     .and_then(|g| g.handled_reset.clone()),
             });
 
+        self.roll_budget_window();
+        self.lift_budget_shutdown();
         if self.s.shutdown.is_some() {
             return self.respect_shutdown();
         }
@@ -129,6 +132,17 @@ impl<'a> Decider<'a> {
         if let Some(pod) = pod.filter(|p| p.attempt > self.s.attempt) {
             self.recover_failure(pod);
             self.adopt(pod);
+        }
+        // Spent while it runs or waits (an attempt that has just ended is judged, and its last
+        // words counted, first: `fail`).
+        let ended = pod.is_some_and(|p| p.attempt == self.s.attempt && !p.is_live())
+            && self
+                .s
+                .restart_history
+                .first()
+                .is_none_or(|r| r.attempt != self.s.attempt);
+        if !ended && self.enforce_budget() {
+            return;
         }
         if let Some(value) = new_request(
             &self.input.agent.reset_requested,

@@ -48,6 +48,11 @@ impl Decider<'_> {
     /// Creates the next attempt's pod, completing the pending restart in the history if there
     /// is one. With the named policy missing, nothing is created.
     pub(super) fn start_next_attempt(&mut self) {
+        // No pod once the budget is spent, however the decision got here.
+        if self.budget_spent() {
+            self.enforce_budget();
+            return;
+        }
         if self.creates_blocked || self.group_holds() {
             // Held until the policy exists (or the group lets it start): a first start as
             // Pending, any other as a restart due now (the attempt's pod is gone, and must not be
