@@ -29,6 +29,7 @@ async fn why_explains_each_phase_and_what_to_do() {
     half_open_probe_runs(&ns, &careful).await;
     stopped_by_the_restart_limit(&ns, &careful).await;
     shut_down_for_an_economic_reason(&ns).await;
+    stopped_by_its_budget(&ns).await;
     suspended(&ns).await;
     policy_missing(&ns).await;
     explanation_as_data(&ns);
@@ -247,6 +248,40 @@ async fn shut_down_for_an_economic_reason(ns: &TestNamespace) {
             "leaves it alone",
             &format!(
                 r#"kubectl patch agent broke -n {n} --subresource=status --type=merge -p '{{"status":{{"shutdown":null}}}}'"#
+            ),
+        ],
+    );
+}
+
+/// Shut down by the operator: its spend reached its policy's budget.
+async fn stopped_by_its_budget(ns: &TestNamespace) {
+    let n = ns.name.as_str();
+    ns.create_policy(
+        "metered",
+        json!({ "budget": { "maxCost": "2.00", "window": "24h" } }),
+    )
+    .await;
+    agent_with(
+        ns,
+        "spender",
+        json!({ "restartPolicyRef": { "name": "metered" } }),
+        json!({
+            "phase": "Shutdown", "attempt": 5,
+            "shutdown": { "type": "Economic", "reason": "spend budget exhausted: 2.00 of 2.00", "at": at(-900), "source": "Budget" },
+            "spend": { "cost": "2.00", "since": at(-7200), "current": { "attempt": 5, "cost": "0.40" } },
+            "conditions": [condition("Ready", "False", "Shutdown", "left alone", -900)],
+        }),
+    )
+    .await;
+    let why = plugin(ns, &["why", "spender"]);
+    assert_says(
+        &why,
+        &[
+            "Agent spender was stopped 15m ago by its spend budget: spend budget exhausted: 2.00 of 2.00 (the budget of RestartPolicy metered).",
+            "whatever its restart limits say",
+            "resumes by itself when the budget's 24h window, begun 120m ago, moves on",
+            &format!(
+                r#"kubectl patch restartpolicy metered -n {n} --type=merge -p '{{"spec":{{"budget":{{"maxCost":"<more>"}}}}}}'"#
             ),
         ],
     );

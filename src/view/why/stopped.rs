@@ -62,6 +62,9 @@ pub(super) fn shut_down(c: &Context, why: &mut Why) {
         .as_deref()
         .map(|s| format!(", recorded by {s}"))
         .unwrap_or_default();
+    if shutdown.source.as_deref() == Some("Budget") {
+        return stopped_by_budget(c, why, &when, &reason);
+    }
     why.happened = format!(
         "Agent {name} shut down{when} for {kind} reason{reason}{message}{source}. That was a decision to stop, not a crash."
     );
@@ -69,6 +72,39 @@ pub(super) fn shut_down(c: &Context, why: &mut Why) {
     why.action = "If it should run again, clear its shutdown and supervision resumes:".into();
     why.command = Some(format!(
         r#"kubectl patch agent {name} -n {namespace} --subresource=status --type=merge -p '{{"status":{{"shutdown":null}}}}'"#
+    ));
+}
+
+/// Shut down by the operator because its spend reached its policy's budget: what would resume it.
+fn stopped_by_budget(c: &Context, why: &mut Why, when: &str, reason: &str) {
+    let Context {
+        name,
+        namespace,
+        status,
+        policy,
+        policy_name,
+        ..
+    } = c;
+    why.happened = format!(
+        "Agent {name} was stopped{when} by its spend budget{reason} (the budget of {policy_name}). It starts no pod while the budget is spent, whatever its restart limits say."
+    );
+    let window = policy.budget.as_ref().and_then(|b| b.window);
+    let since = status.spend.as_ref().map(|s| s.since.clone());
+    why.next = match (window, since) {
+        (Some(window), Some(since)) => format!(
+            "It resumes by itself when the budget's {window} window, begun {}, moves on, or at once if the budget is raised.",
+            c.at(&since)
+        ),
+        _ => "It resumes at once if the budget is raised (or removed); nothing else resumes it."
+            .into(),
+    };
+    why.action = "To let it spend more, raise the policy's budget:".into();
+    let policy = match c.facts.policy {
+        crate::supervise::PolicyResolution::Named(n, _) => n.clone(),
+        _ => "default".into(),
+    };
+    why.command = Some(format!(
+        r#"kubectl patch restartpolicy {policy} -n {namespace} --type=merge -p '{{"spec":{{"budget":{{"maxCost":"<more>"}}}}}}'"#
     ));
 }
 
