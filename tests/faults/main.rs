@@ -25,6 +25,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod budget;
 mod explore;
 mod group_normal;
 mod groups;
@@ -129,6 +130,11 @@ async fn group_give_up_reset() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outage_hold_probe_release() {
     explore(&outage::OUTAGE).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn budget_spent_raised() {
+    explore(&budget::BUDGET).await;
 }
 
 /// Every scenario, at once, with the operator's watches as `faults` says: each must end as its

@@ -230,6 +230,8 @@ pub struct Normal {
     /// The checkpoints as (ref, attempt, progress, failures, poisoned), newest first.
     pub checkpoints: Vec<(String, u32, Option<u64>, u32, bool)>,
     pub resumed_from: Option<String>,
+    /// The spend totals, as (cost, tokens) (its times left out).
+    pub spend: Option<(Option<String>, Option<u64>)>,
 }
 
 impl Normal {
@@ -304,6 +306,7 @@ impl Normal {
                 })
                 .collect(),
             resumed_from: status.resumed_from.clone(),
+            spend: status.spend.as_ref().map(|s| (s.cost.clone(), s.tokens)),
         }
     }
 }

@@ -430,8 +430,9 @@ fn resumed_and_poisoned(end: &End) -> Vec<String> {
 }
 
 /// Every scenario, for the runs that take them all.
-pub const ALL: [&Scenario; 18] = [
+pub const ALL: [&Scenario; 19] = [
     &crate::outage::OUTAGE,
+    &crate::budget::BUDGET,
     &CRASH_RESTART,
     &CRASH_STORM,
     &CRASH_STORM_BACKOFF,
