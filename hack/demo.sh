@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The demonstration: a local control plane with fake nodes, the operator running from source,
-# and the examples — agents that crash, back off, trip the breaker, shut down, and recover.
+# and the examples — agents that crash, back off, trip the breaker, shut down, and recover, and a
+# LangGraph agent (examples/langgraph-agent) run for real beside its pods by hack/podrun.py.
 #
 #   hack/demo.sh          show it, then tear everything down
 #   KEEP=1 hack/demo.sh   leave the cluster and the operator running
@@ -22,11 +23,15 @@ hack/cluster.sh up --dir "$dir"
 
 log "building the operator"
 cargo build --quiet --locked --bin agent-supervisor --bin kubectl-agent
+# The LangGraph agent's Python: the SDK's pinned virtualenv (made once, in the cache), with the
+# SDK from this checkout.
+py="$(sdk_venv)"
+export PYTHONPATH="$REPO_ROOT/sdk/python/src"
 log "installing the CRDs"
 kubectl apply --server-side --field-manager=agent-supervisor-demo -f crds/ >/dev/null
 for crd in agents.supervisor.dev restartpolicies.supervisor.dev agentgroups.supervisor.dev; do
   # (kubectl wait fails outright while a new CRD has no conditions yet: poll instead.)
-  until [[ "$(kubectl get crd "$crd" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}')" == True ]]; do
+  until [[ "$(kubectl get crd "$crd" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" == True ]]; do
     sleep 0.2
   done
 done
@@ -51,7 +56,7 @@ until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do
   sleep 0.5
 done
 
-# The memory example needs a volume: this cluster has no storage provisioner.
+# The memory and LangGraph examples need volumes: this cluster has no storage provisioner.
 kubectl apply -f - >/dev/null <<PV
 apiVersion: v1
 kind: PersistentVolume
@@ -61,11 +66,20 @@ spec:
   accessModes: [ReadWriteOnce]
   hostPath: {path: /tmp/agent-supervisor-demo}
   claimRef: {namespace: $ns, name: archivist-memory}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: demo-langgraph-agent-checkpoints}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  hostPath: {path: /tmp/agent-supervisor-demo-langgraph}
+  claimRef: {namespace: $ns, name: langgraph-agent-checkpoints}
 PV
 
 echo
-echo "\$ kubectl apply -n $ns -f examples/"
-kubectl apply -n "$ns" -f examples/
+echo "\$ kubectl apply -n $ns -f examples/ -f examples/langgraph-agent/agent.yaml"
+kubectl apply -n "$ns" -f examples/ -f examples/langgraph-agent/agent.yaml
 
 # Under kwok nothing runs in a pod: play the checkpointing agent's script. Its first pod reports
 # steps 10, 30 and 50 on its Lease and crashes at 50; the next resumes from step 50.
@@ -100,6 +114,40 @@ play_summarizer() {
 }
 play_summarizer &
 player=$!
+
+# The LangGraph agent runs for real: hack/podrun.py runs examples/langgraph-agent/agent.py as each
+# pod's process (the pod's AGENT_* variables, a token of its ServiceAccount: the SDK renews the
+# Lease and reports the graph's checkpoints as the pod would) and writes how it ended into the
+# pod's status, as a kubelet would. Its first attempt crashes in the node `research`; the second
+# resumes there. The SQLite file, on the claim in a cluster, is a local file here.
+graph_db="$dir/langgraph-checkpoints.sqlite"
+rm -f "$graph_db"
+run_attempt() { # run_attempt POD: the agent's lines of its output
+  "$py" hack/podrun.py --namespace "$ns" --pod "$1" -- \
+    env CHECKPOINT_DB="$graph_db" NODE_SECONDS=2 "$py" examples/langgraph-agent/agent.py \
+    >"$dir/logs/$1.log" 2>&1 &
+  echo "$!" >"$dir/podrun.pid"
+  wait "$!" || true
+  echo "[pod $1: its process]"
+  grep -E 'langgraph-agent: |podrun: the process|^RuntimeError' "$dir/logs/$1.log" |
+    sed -e 's/^[0-9-]* [0-9:,]* //' || true
+}
+play_langgraph() {
+  run_attempt langgraph-agent-1
+  # The history names the checkpoint an attempt resumes from as soon as it is made (before its
+  # process starts): shown here, while the second attempt is the current one.
+  for _ in $(seq 120); do
+    [[ "$(kubectl get agent langgraph-agent -n "$ns" -o jsonpath='{.status.attempt}/{.status.resumedFrom}' 2>/dev/null)" == 2/?* ]] && break
+    sleep 1
+  done
+  echo
+  echo "\$ kubectl agent history langgraph-agent -n $ns   # attempt 2 starts"
+  target/debug/kubectl-agent history langgraph-agent -n "$ns" || true
+  echo
+  run_attempt langgraph-agent-2
+}
+play_langgraph >"$dir/logs/langgraph-demo.txt" 2>&1 &
+graph_player=$!
 for ((t = 0; t < watch_for; t += 15)); do
   sleep 15
   echo
@@ -139,6 +187,18 @@ plugin history summarizer
 echo
 echo "\$ kubectl get pod summarizer-2 -n $ns -o jsonpath='{.spec.containers[0].env}'   # resumes from step 50"
 kubectl get pod summarizer-2 -n "$ns" -o jsonpath='{range .spec.containers[0].env[*]}{.name}={.value}{"\n"}{end}' | grep -E '^AGENT_(CHECKPOINT|PROGRESS)='
+
+# The LangGraph agent is done well within the watch; a process still running is stopped.
+for _ in $(seq 60); do kill -0 "$graph_player" 2>/dev/null || break; sleep 1; done
+if kill -0 "$graph_player" 2>/dev/null; then
+  stop_ours "$(cat "$dir/podrun.pid")" "$(basename "$py")"
+  wait "$graph_player" || true
+fi
+echo
+echo "--- The LangGraph agent: examples/langgraph-agent/agent.py, run as each pod's process by"
+echo "--- hack/podrun.py. Its first attempt crashes in the node research; the second resumes there."
+cat "$dir/logs/langgraph-demo.txt"
+plugin why langgraph-agent
 
 echo
 echo "The status page: http://127.0.0.1:$status_port/status (and /status.json)"

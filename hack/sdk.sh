@@ -3,7 +3,8 @@
 # virtualenv of the pinned sdk/python/requirements-dev.txt, and runs pytest against the installed
 # wheel (not the source tree), so packaging is proven too.
 #
-#   hack/sdk.sh           ruff (the SDK and hack/podrun.py) and the unit tests
+#   hack/sdk.sh           ruff (the SDK, hack/podrun.py and the example agents' programs) and
+#                         the unit tests (tests/test_examples.py runs those programs)
 #   hack/sdk.sh cluster   the tests against a real API server (sdk/python/tests/cluster): each
 #                         runs the operator binary and the SDK's agents, as pods' processes
 #                         (hack/podrun.py). Needs TEST_KUBECONFIG (a cluster with fake nodes, as
@@ -54,10 +55,10 @@ cd "$sdk"
 export PYTHONDONTWRITEBYTECODE=1
 if [[ "$mode" == unit ]]; then
   log "ruff"
-  # hack/podrun.py, a test helper, under the SDK's rules.
-  podrun="$REPO_ROOT/hack/podrun.py"
-  "$py" -m ruff check --no-cache . "$podrun"
-  "$py" -m ruff format --check --no-cache . "$podrun"
+  # hack/podrun.py, a test helper, and the example agents under the SDK's rules.
+  others=("$REPO_ROOT/hack/podrun.py" "$REPO_ROOT"/examples/*/*.py)
+  "$py" -m ruff check --no-cache . "${others[@]}"
+  "$py" -m ruff format --check --no-cache . "${others[@]}"
   log "pytest"
   "$py" -m pytest -p no:cacheprovider -q
 else
