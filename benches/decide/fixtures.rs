@@ -128,6 +128,7 @@ fn history() -> Vec<RestartRecord> {
                 restarted_at: Some(at(failed - 10)),
                 checkpoint: None,
                 progress: None,
+                spend: None,
             }
         })
         .collect()

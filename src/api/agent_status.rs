@@ -257,6 +257,10 @@ pub struct RestartRecord {
     /// How far the attempt got: the progress recorded when it ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<u64>,
+
+    /// What the attempt reported it spent, as its last report said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<super::Spend>,
 }
 
 /// What caused a restart.

@@ -24,7 +24,7 @@ pub use outage::{Outage, OutagePolicy, OutageState};
 pub use policy::*;
 pub use reference::{field_paths, field_reference};
 pub use resume::{CheckpointPolicy, ProgressPolicy};
-pub use spend::{AttemptSpend, Budget, SPEND_ANNOTATION, SpendStatus};
+pub use spend::{AttemptSpend, Budget, SPEND_ANNOTATION, Spend, SpendStatus};
 pub use template::PodTemplate;
 
 use schemars::JsonSchema;

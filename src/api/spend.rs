@@ -28,6 +28,19 @@ pub struct SpendStatus {
     pub current: AttemptSpend,
 }
 
+/// What one attempt spent, as it last reported it (`restartHistory[].spend`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Spend {
+    /// Its cost, a decimal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    pub cost: Option<String>,
+    /// Its tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+}
+
 /// One attempt's spend, as it last reported it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

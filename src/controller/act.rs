@@ -109,7 +109,7 @@ fn post_params(dry_run: bool) -> PostParams {
 pub(super) async fn ensure_owned_objects(agent: &Agent, ctx: &Context) -> Result<(), Error> {
     let namespace = agent.namespace().unwrap_or_default();
     let params = post_params(false);
-    identity::ensure(agent, ctx).await?;
+    identity::ensure(agent, ctx, true).await?;
     if agent.spec.heartbeat.is_some()
         && ctx
             .leases

@@ -9,7 +9,8 @@
 //! reported, never used or changed. Two Agents sharing a template's ServiceAccount can renew each
 //! other's Lease (the binding is to the account).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use futures::channel::mpsc;
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
@@ -34,6 +35,10 @@ const LEASE_VERBS: [&str; 3] = ["get", "update", "patch"];
 /// The caches of what the operator made, by the Agent label (present when managed).
 #[derive(Clone)]
 pub struct Stores {
+    /// Names found taken by objects not the operator's, as (namespace, kind/name): not tried
+    /// again until the Agent's next pod is made (each try costs two requests, and an Agent is
+    /// reconciled on every renewal of its Lease).
+    pub taken: Arc<Mutex<HashSet<(String, String)>>>,
     pub accounts: Store<ServiceAccount>,
     pub roles: Store<Role>,
     pub bindings: Store<RoleBinding>,
@@ -124,10 +129,12 @@ pub fn role_binding(agent: &Agent) -> RoleBinding {
 }
 
 /// Makes whatever of the Agent's identity its caches do not hold: nothing when all is there.
-/// A Role or RoleBinding name taken by someone else's object is reported on the Agent and left
-/// alone (nothing is bound to a Role not the operator's), and the pod is made all the same: the
-/// user may have granted it themselves. A ServiceAccount the pod would run as must be there.
-pub async fn ensure(agent: &Agent, ctx: &Context) -> Result<(), Error> {
+/// A name taken by someone else's object is never used as the operator's, nor changed: a
+/// ServiceAccount named after the Agent (someone made it for this agent) is bound all the same;
+/// a Role is reported on the Agent and nothing is bound to it (the user may have granted the
+/// agent its Lease themselves). Names found taken are tried again only when `recheck` (a pod is
+/// about to be made).
+pub async fn ensure(agent: &Agent, ctx: &Context, recheck: bool) -> Result<(), Error> {
     let Some(stores) = ctx.identity.as_ref().filter(|_| wanted(agent)) else {
         return Ok(());
     };
@@ -136,31 +143,65 @@ pub async fn ensure(agent: &Agent, ctx: &Context) -> Result<(), Error> {
         dry_run: false,
         field_manager: Some(super::FIELD_MANAGER.into()),
     };
+    let taken = |kind: &str, name: &str| (namespace.clone(), format!("{kind}/{name}"));
+    let lock = || stores.taken.lock().unwrap_or_else(|e| e.into_inner());
+    if recheck {
+        let mut known = lock();
+        for kind in ["ServiceAccount", "Role", "RoleBinding"] {
+            let name = match kind {
+                "ServiceAccount" => agent.name_any(),
+                _ => role_name(agent),
+            };
+            known.remove(&taken(kind, &name));
+        }
+    }
+    // Tries to make `object` unless its name is known taken; false when it is someone else's.
+    async fn make<K>(
+        agent: &Agent,
+        api: Api<K>,
+        object: &K,
+        params: &PostParams,
+    ) -> Result<bool, Error>
+    where
+        K: kube::Resource<DynamicType = ()>
+            + Clone
+            + serde::Serialize
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        match create_if_missing(agent, &api, object, params).await {
+            Ok(()) => Ok(true),
+            Err(Error::Act(ActError::NameTaken(_))) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+    let account = agent.name_any();
     if templated_account(agent).is_none()
         && stores
             .accounts
-            .get(&ObjectRef::new(&agent.name_any()).within(&namespace))
+            .get(&ObjectRef::new(&account).within(&namespace))
             .is_none()
+        && !lock().contains(&taken("ServiceAccount", &account))
     {
         let api: Api<ServiceAccount> = Api::namespaced(ctx.client.clone(), &namespace);
-        create_if_missing(agent, &api, &service_account(agent), &params).await?;
-    }
-    // A name taken by someone else's object: reported, and nothing bound to that Role.
-    let taken = |result: Result<(), Error>| match result {
-        Err(e @ Error::Act(ActError::NameTaken(_))) => {
-            events::warn(agent, &e, ctx);
-            Ok(false)
+        if !make(agent, api, &service_account(agent), &params).await? {
+            lock().insert(taken("ServiceAccount", &account));
         }
-        other => other.map(|()| true),
-    };
+    }
     let name = role_name(agent);
+    if lock().contains(&taken("Role", &name)) {
+        return Ok(());
+    }
     if stores
         .roles
         .get(&ObjectRef::new(&name).within(&namespace))
         .is_none()
     {
         let api: Api<Role> = Api::namespaced(ctx.client.clone(), &namespace);
-        if !taken(create_if_missing(agent, &api, &role(agent), &params).await)? {
+        if !make(agent, api, &role(agent), &params).await? {
+            lock().insert(taken("Role", &name));
+            let e = Error::Act(ActError::NameTaken(format!("Role {name}")));
+            events::warn(agent, &e, ctx);
             return Ok(());
         }
     }
@@ -168,9 +209,14 @@ pub async fn ensure(agent: &Agent, ctx: &Context) -> Result<(), Error> {
         .bindings
         .get(&ObjectRef::new(&name).within(&namespace))
         .is_none()
+        && !lock().contains(&taken("RoleBinding", &name))
     {
         let api: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &namespace);
-        taken(create_if_missing(agent, &api, &role_binding(agent), &params).await)?;
+        if !make(agent, api, &role_binding(agent), &params).await? {
+            lock().insert(taken("RoleBinding", &name));
+            let e = Error::Act(ActError::NameTaken(format!("RoleBinding {name}")));
+            events::warn(agent, &e, ctx);
+        }
     }
     Ok(())
 }
@@ -186,6 +232,7 @@ pub(super) fn watch(
 ) -> Stores {
     let within = scope.as_deref().unwrap_or("all namespaces");
     Stores {
+        taken: Arc::default(),
         accounts: watches.spawn(
             format!("ServiceAccounts in {within}"),
             api(client, scope),

@@ -212,6 +212,25 @@ async fn the_templates_account_is_bound_and_rbac_of_someone_else_is_never_touche
         "the user's account is not adopted"
     );
 
+    // A ServiceAccount named after an Agent, made by its user before (as the examples once
+    // had it): the pod runs as it and it is bound, never adopted or changed.
+    let mine: ServiceAccount =
+        serde_json::from_value(json!({ "metadata": { "name": "upgraded" } })).unwrap();
+    accounts
+        .create(&PostParams::default(), &mine)
+        .await
+        .expect("create the user's ServiceAccount");
+    ns.create_agent("upgraded", heartbeat_agent(None)).await;
+    let pod: Pod = ns.wait_running("upgraded-1").await;
+    assert_eq!(
+        pod.spec.and_then(|s| s.service_account_name).as_deref(),
+        Some("upgraded")
+    );
+    let binding: RoleBinding = wait_object(&ns, "upgraded-heartbeat").await;
+    assert_eq!(binding.subjects.expect("subjects")[0].name, "upgraded");
+    let account = accounts.get("upgraded").await.expect("still there");
+    assert!(!owned_by_agent(&account, "upgraded"), "not adopted");
+
     // The name taken: reported on the Agent, the Role left exactly as it was and bound to
     // nothing; the agent runs all the same.
     ns.wait_running("taken-1").await;

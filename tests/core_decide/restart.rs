@@ -157,6 +157,7 @@ fn a_crash_schedules_a_jittered_exponential_restart() {
             restarted_at: None,
             checkpoint: None,
             progress: None,
+            spend: None,
         }]
     );
     assert_eq!(reasons(&plan), [EventReason::Crashed]);

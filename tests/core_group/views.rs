@@ -47,6 +47,7 @@ pub(super) fn pending_record(
         restarted_at: None,
         checkpoint: None,
         progress: None,
+        spend: None,
     }
 }
 

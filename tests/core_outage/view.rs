@@ -53,6 +53,7 @@ fn record(
         restarted_at: restarted.map(|r| Time(t(r))),
         checkpoint: None,
         progress: None,
+        spend: None,
     }
 }
 

@@ -79,6 +79,7 @@ fn arb_record() -> BoxedStrategy<RestartRecord> {
                     restarted_at,
                     checkpoint: None,
                     progress: None,
+                    spend: None,
                 }
             },
         )

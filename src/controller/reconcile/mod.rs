@@ -200,7 +200,7 @@ async fn repair(d: &Decision<'_>, ctx: &Context) -> Result<(), Error> {
         Some(crate::api::Phase::Pending | crate::api::Phase::Running)
     );
     if live && d.plan.create_pod.is_none() {
-        identity::ensure(&d.agent, ctx).await?;
+        identity::ensure(&d.agent, ctx, false).await?;
     }
     Ok(())
 }

@@ -225,6 +225,17 @@ impl Decider<'_> {
             restarted_at: None,
             checkpoint: None,
             progress: None,
+            // What it spent, if it reported any (its last report is counted by now).
+            spend: self
+                .s
+                .spend
+                .as_ref()
+                .map(|s| &s.current)
+                .filter(|c| c.attempt == self.s.attempt)
+                .map(|c| crate::api::Spend {
+                    cost: c.cost.clone(),
+                    tokens: c.tokens,
+                }),
         }
     }
 

@@ -45,6 +45,7 @@ fn a_running_sibling_is_stopped_and_restarted_without_counting_it() {
             restarted_at: None,
             checkpoint: None,
             progress: None,
+            spend: None,
         }
     );
     assert_eq!(s.phase, Some(Phase::BackingOff));
