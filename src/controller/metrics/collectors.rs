@@ -67,6 +67,21 @@ impl Collector for AgentCollector {
         .map(|s| (s.as_str(), 0))
         .collect();
         let mut held = 0i64;
+        // Spend as the agents report it, summed (a cost's unit is whatever they report in).
+        let (mut cost, mut tokens, mut budget_stopped) = (0f64, 0i64, 0i64);
+        for agent in &agents {
+            if let Some(spend) = agent.status.as_ref().and_then(|s| s.spend.as_ref()) {
+                cost += spend
+                    .cost
+                    .as_deref()
+                    .and_then(|c| c.parse::<f64>().ok())
+                    .unwrap_or(0.0);
+                tokens = tokens.saturating_add(spend.tokens.map_or(0, |t| t as i64));
+            }
+            let by_budget = agent.status.as_ref().and_then(|s| s.shutdown.as_ref());
+            budget_stopped +=
+                i64::from(by_budget.is_some_and(|s| s.source.as_deref() == Some("Budget")));
+        }
         for agent in &agents {
             let status = agent.status.as_ref();
             let outage = status.is_some_and(|s| {
@@ -113,6 +128,30 @@ impl Collector for AgentCollector {
             held_gauge.metric_type(),
         )?;
         held_gauge.encode(metric)?;
+        let cost_gauge = ConstGauge::new(cost);
+        let metric = encoder.encode_descriptor(
+            "spend_cost",
+            "The cost all agents report they spent (status.spend), in their unit",
+            None,
+            cost_gauge.metric_type(),
+        )?;
+        cost_gauge.encode(metric)?;
+        let tokens_gauge = ConstGauge::new(tokens);
+        let metric = encoder.encode_descriptor(
+            "spend_tokens",
+            "The tokens all agents report they spent (status.spend)",
+            None,
+            tokens_gauge.metric_type(),
+        )?;
+        tokens_gauge.encode(metric)?;
+        let stopped_gauge = ConstGauge::new(budget_stopped);
+        let metric = encoder.encode_descriptor(
+            "budget_stopped_agents",
+            "Agents shut down by their spend budget now",
+            None,
+            stopped_gauge.metric_type(),
+        )?;
+        stopped_gauge.encode(metric)?;
         if self.per_agent {
             let mut family = encoder.encode_descriptor(
                 "agent_restarts",

@@ -60,6 +60,7 @@ pub struct Metrics {
     pub restart_delay: Histogram,
     pub breaker_trips: Counter,
     pub checkpoints_poisoned: Counter,
+    pub budget_shutdowns: Counter,
     pub give_ups: Family<ReasonLabel, Counter>,
     pub recovery: Histogram,
     pub reconcile_duration: Histogram,
@@ -94,6 +95,7 @@ impl Metrics {
             restart_delay: Histogram::new(exponential_buckets(1.0, 2.0, 13)),
             breaker_trips: Counter::default(),
             checkpoints_poisoned: Counter::default(),
+            budget_shutdowns: Counter::default(),
             give_ups: Family::default(),
             recovery: Histogram::new(exponential_buckets(0.5, 2.0, 14)),
             reconcile_duration: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
@@ -136,6 +138,11 @@ impl Metrics {
             "checkpoints_poisoned",
             "Checkpoints given up on after failing checkpoints.maxFailures resumes in a row",
             metrics.checkpoints_poisoned.clone(),
+        );
+        registry.register(
+            "budget_shutdowns",
+            "Agents shut down because their spend reached their budget",
+            metrics.budget_shutdowns.clone(),
         );
         registry.register(
             "give_ups",
@@ -327,6 +334,9 @@ impl Metrics {
                 }
                 EventReason::CheckpointPoisoned => {
                     self.checkpoints_poisoned.inc();
+                }
+                EventReason::BudgetExhausted => {
+                    self.budget_shutdowns.inc();
                 }
                 _ => {}
             }
