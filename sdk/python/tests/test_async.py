@@ -24,8 +24,8 @@ def annotations(apiserver: FakeApiServer) -> dict[str, str]:
 def test_the_twins_have_the_same_names() -> None:
     public = {n for n in dir(Supervisor) if not n.startswith("_")}
     assert public == {n for n in dir(AsyncSupervisor) if not n.startswith("_")}
-    assert {"from_env", "report", "retry_after", "shutdown", "checkpoint", "progress"} <= public
-    for name in ("report", "retry_after", "shutdown", "start", "close"):
+    assert {"from_env", "report", "add_spend", "retry_after", "shutdown", "spend"} <= public
+    for name in ("report", "add_spend", "retry_after", "shutdown", "start", "close"):
         assert asyncio.iscoroutinefunction(getattr(AsyncSupervisor, name)), name
 
 

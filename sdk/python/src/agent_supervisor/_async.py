@@ -61,6 +61,7 @@ class AsyncSupervisor(SupervisorBase):
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
+        self._crashed(error)
         await self.close()
 
     async def start(self) -> None:
@@ -99,25 +100,40 @@ class AsyncSupervisor(SupervisorBase):
 
         Raises `ValueError`, before anything is sent, for a bad argument.
         """
+        async with self._locked():
+            await self._send(self._take(progress, checkpoint, spend))
+
+    async def add_spend(self, *, cost: Any = None, tokens: int | None = None) -> None:
+        """Adds to this attempt's spend and reports the new total at once: see
+        `Supervisor.add_spend`. Raises `ValueError`, before anything is sent, for a bad amount.
+        """
+        async with self._locked():
+            spend = _core.add_spend(self._reports.spend, cost, tokens)
+            await self._send(self._take(None, None, spend))
+
+    def _locked(self) -> asyncio.Lock:
+        """One report at a time, in the order they were checked."""
         if self._lock is None:
             self._lock = asyncio.Lock()
-        async with self._lock:
-            annotations = self._take(progress, checkpoint, spend)
-            if self._api is None:
-                self._noop()
-                return
-            if self._stopping:
-                log.debug("report after the agent decided to stop: only in the termination message")
-                return
-            self._unsent.update(annotations)
-            body = _core.renewal(self._holder, datetime.now(timezone.utc))
-            body["metadata"] = {"annotations": dict(self._unsent)}
-            try:
-                await self._api.patch(body)
-            except Exception as error:
-                log.warning("report not taken, sent again with the next: %s", self._explain(error))
-                return
-            self._unsent.clear()
+        return self._lock
+
+    async def _send(self, annotations: dict[str, str]) -> None:
+        """Writes `annotations` (and what earlier reports could not) with a renewal."""
+        if self._api is None:
+            self._noop()
+            return
+        if self._stopping:
+            log.debug("report after the agent decided to stop: only in the termination message")
+            return
+        self._unsent.update(annotations)
+        body = _core.renewal(self._holder, datetime.now(timezone.utc))
+        body["metadata"] = {"annotations": dict(self._unsent)}
+        try:
+            await self._api.patch(body)
+        except Exception as error:
+            log.warning("report not taken, sent again with the next: %s", self._explain(error))
+            return
+        self._unsent.clear()
 
     async def retry_after(self, when: Any, reason: str) -> NoReturn:
         """Ends this attempt, asking to be restarted no earlier than `when`: see

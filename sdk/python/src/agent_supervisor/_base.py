@@ -54,6 +54,12 @@ class SupervisorBase:
         return self._identity.last_failure_reason
 
     @property
+    def spend(self) -> dict[str, Any]:
+        """This attempt's spend so far, as reported: `{"cost": Decimal(...), "tokens": ...}`
+        (a key only once reported; `{}` before any)."""
+        return dict(self._reports.spend)
+
+    @property
     def supervised(self) -> bool:
         """Whether heartbeats and reports go to a Lease (`AGENT_HEARTBEAT_LEASE` is set)."""
         return self._identity.lease is not None
@@ -113,6 +119,20 @@ class SupervisorBase:
         """Whether `progress` is more than anything reported or handed before."""
         floor = self._reports.floor()
         return floor is None or progress > floor
+
+    def _crashed(self, error: BaseException | None) -> None:
+        """Leaving the block by an exception (not by `retry_after` or `shutdown`, which wrote
+        their own): writes the attempt's spend as its termination message, so the operator counts
+        all of it however the process ends."""
+        path = self._identity.termination_log
+        message = self._reports.crash_words()
+        if not isinstance(error, Exception) or self._stopping or path is None or message is None:
+            return
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(message)
+        except OSError as failure:
+            log.warning("cannot write the spend to %s: %s", path, failure)
 
     def _last_words(self, typed: dict[str, Any], code: int) -> NoReturn:
         """Writes the typed termination message and ends the process with `code`."""

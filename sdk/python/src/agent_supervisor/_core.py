@@ -11,7 +11,7 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Context, Decimal, InvalidOperation
 from typing import Any
 
 PROGRESS_ANNOTATION = "supervisor.dev/progress"
@@ -26,6 +26,12 @@ PROGRESS_LIMIT = 2**63 - 1
 REASON_LIMIT = 256
 #: The operator does not read a termination message longer than this.
 MESSAGE_LIMIT = 4096
+#: The operator reads a cost to this many decimal places: a finer one is rounded up to them.
+COST_PLACES = 9
+#: The largest cost the operator reads (a 64-bit count of billionths).
+COST_LIMIT = Decimal(2**64 - 1).scaleb(-COST_PLACES)
+#: The largest tokens the operator reads (an int64).
+TOKENS_LIMIT = 2**63 - 1
 SHUTDOWN_KINDS = ("economic", "voluntary")
 #: Exit codes: a retry-after is a failure to restart later, a shutdown is not a failure.
 RETRY_AFTER_EXIT_CODE = 1
@@ -71,21 +77,29 @@ def check_checkpoint(checkpoint: object) -> str:
     return reference
 
 
-def _cost(value: object) -> Decimal:
+# Sums and products of costs, exact for any amount the operator reads (20 digits) at any
+# precision a price is given in.
+_EXACT = Context(prec=100)
+
+
+def _cost(value: object, name: str = 'spend "cost"') -> Decimal:
     if isinstance(value, bool) or not isinstance(value, (str, int, float, Decimal)):
-        raise ValueError(f'spend "cost" must be a decimal string such as "0.42", not {value!r}')
+        raise ValueError(f'{name} must be a decimal string such as "0.42", not {value!r}')
     try:
-        cost = Decimal(str(value).strip() if not isinstance(value, Decimal) else value)
+        # A float is read as the shortest text that gives it back: 0.1 is 0.1.
+        cost = value if isinstance(value, Decimal) else Decimal(str(value).strip())
     except InvalidOperation:
-        raise ValueError(f'spend "cost" {value!r} is not a decimal number such as "0.42"') from None
+        raise ValueError(f'{name} {value!r} is not a decimal number such as "0.42"') from None
     if not cost.is_finite() or cost < 0:
-        raise ValueError(f'spend "cost" {value!r} must be a finite number from 0')
-    return cost
+        raise ValueError(f"{name} {value!r} must be a finite number from 0")
+    if cost > COST_LIMIT:
+        raise ValueError(f"{name} {value!r} is more than the {COST_LIMIT} the operator reads")
+    return cost.copy_abs()  # (-0 is 0)
 
 
-def _tokens(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f'spend "tokens" must be a whole number from 0, not {value!r}')
+def _tokens(value: object, name: str = 'spend "tokens"') -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= TOKENS_LIMIT:
+        raise ValueError(f"{name} must be a whole number from 0 to {TOKENS_LIMIT}, not {value!r}")
     return value
 
 
@@ -110,11 +124,48 @@ def check_spend(spend: object, before: Mapping[str, Decimal | int]) -> dict[str,
     return merged
 
 
+def add_spend(before: Mapping[str, Decimal | int], cost: object, tokens: object) -> dict[str, Any]:
+    """`before` with `cost` and `tokens` added, exactly: the spend to report."""
+    if cost is None and tokens is None:
+        raise ValueError("add_spend() needs cost= or tokens=")
+    total: dict[str, Any] = {}
+    if cost is not None:
+        added = _cost(cost, "add_spend cost")
+        total["cost"] = _EXACT.add(Decimal(before.get("cost", 0)), added)
+        if total["cost"] > COST_LIMIT:
+            raise ValueError(f"spend cost {total['cost']} would pass the {COST_LIMIT} it may be")
+    if tokens is not None:
+        total["tokens"] = int(before.get("tokens", 0)) + _tokens(tokens, "add_spend tokens")
+        if total["tokens"] > TOKENS_LIMIT:
+            raise ValueError(f"spend tokens {total['tokens']} would pass {TOKENS_LIMIT}")
+    return total
+
+
+def price(tokens: int, per_1k: Decimal) -> Decimal:
+    """What `tokens` cost at `per_1k` a thousand, exactly."""
+    cost = _EXACT.divide(_EXACT.multiply(Decimal(tokens), per_1k), Decimal(1000))
+    return cost.normalize(_EXACT)  # 0.006, not 0.006000
+
+
+def check_price(value: object, name: str) -> Decimal:
+    """A price (a cost per 1,000 tokens): a decimal from 0."""
+    return _cost(value, name)
+
+
+def cost_text(cost: Decimal) -> str:
+    """A cost as the operator reads it: plain digits (never an exponent) and at most
+    `COST_PLACES` places, a finer cost rounded up (a budget is never told less than was spent;
+    rounding up keeps a growing cost growing)."""
+    if cost.as_tuple().exponent < -COST_PLACES:  # type: ignore[operator]
+        cost = cost.quantize(Decimal(1).scaleb(-COST_PLACES), ROUND_CEILING, _EXACT)
+    return format(cost.copy_abs(), "f")
+
+
 def spend_value(spend: Mapping[str, Decimal | int]) -> dict[str, str | int]:
     """Spend as the operator reads it: `cost` a decimal string, `tokens` an integer."""
     out: dict[str, str | int] = {}
     if "cost" in spend:
-        out["cost"] = format(Decimal(spend["cost"]), "f")
+        out["cost"] = cost_text(Decimal(spend["cost"]))
     if "tokens" in spend:
         out["tokens"] = int(spend["tokens"])
     return out
@@ -265,6 +316,14 @@ class Reports:
                 spend_value(new_spend), separators=(",", ":")
             )
         return annotations
+
+    def crash_words(self) -> str | None:
+        """The termination message of an attempt that ends by an exception: its spend, if any
+        (what it reported is on the Lease; the message keeps the last of it should the Lease
+        not have it)."""
+        if not self.spend:
+            return None
+        return json.dumps({"spend": spend_value(self.spend)}, separators=(",", ":"))
 
     def last_words(self, typed: Mapping[str, str]) -> str:
         """The typed termination message: `typed` (shutdown or retryAfter, and a reason) with the

@@ -62,6 +62,7 @@ class Supervisor(SupervisorBase):
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
+        self._crashed(error)
         self.close()
 
     def start(self) -> None:
@@ -109,22 +110,40 @@ class Supervisor(SupervisorBase):
         does not take (after retries) is logged and sent again with the next one.
         """
         with self._lock:
-            annotations = self._take(progress, checkpoint, spend)
-            if self._api is None:
-                self._noop()
-                return
-            if self._stopping:
-                log.debug("report after the agent decided to stop: only in the termination message")
-                return
-            self._unsent.update(annotations)
-            body = _core.renewal(self._holder, datetime.now(timezone.utc))
-            body["metadata"] = {"annotations": dict(self._unsent)}
-            try:
-                self._api.patch(body)
-            except Exception as error:
-                log.warning("report not taken, sent again with the next: %s", self._explain(error))
-                return
-            self._unsent.clear()
+            self._send(self._take(progress, checkpoint, spend))
+
+    def add_spend(self, *, cost: Any = None, tokens: int | None = None) -> None:
+        """Adds to this attempt's spend and reports the new total at once, as `report(spend=...)`.
+
+        `cost`: what a call cost, a decimal (`"0.002"`, a `Decimal`; a float is read as it
+        prints); `tokens`: how many it used. Sums are exact (`Decimal`); `self.spend` is the
+        total. Call it after each model call: one Lease write each, so the operator has the
+        spend however the process ends. Safe from any thread.
+
+        Raises `ValueError`, before anything is sent, for a negative, unparsable or missing
+        amount.
+        """
+        with self._lock:
+            spend = _core.add_spend(self._reports.spend, cost, tokens)
+            self._send(self._take(None, None, spend))
+
+    def _send(self, annotations: dict[str, str]) -> None:
+        """Writes `annotations` (and what earlier reports could not) with a renewal."""
+        if self._api is None:
+            self._noop()
+            return
+        if self._stopping:
+            log.debug("report after the agent decided to stop: only in the termination message")
+            return
+        self._unsent.update(annotations)
+        body = _core.renewal(self._holder, datetime.now(timezone.utc))
+        body["metadata"] = {"annotations": dict(self._unsent)}
+        try:
+            self._api.patch(body)
+        except Exception as error:
+            log.warning("report not taken, sent again with the next: %s", self._explain(error))
+            return
+        self._unsent.clear()
 
     def retry_after(self, when: Any, reason: str) -> NoReturn:
         """Ends this attempt, asking to be restarted no earlier than `when`: the world is not ready.
