@@ -24,9 +24,11 @@ def test_the_wheel_is_typed_and_complete() -> None:
     files = resources.files("agent_supervisor")
     assert files.joinpath("py.typed").is_file()
     assert files.joinpath("langgraph.py").is_file()
+    assert files.joinpath("langchain.py").is_file()
     dist = metadata.distribution("agent-supervisor")
     assert dist.version == agent_supervisor.__version__
     assert dist.metadata["Requires-Python"] == ">=3.10"
     requires = dist.requires or []
     assert [r for r in requires if "extra" not in r] == ["lightkube<2,>=1.0.1"]
     assert any(r.startswith("langgraph") and "extra == 'langgraph'" in r for r in requires)
+    assert any(r.startswith("langchain-core") and "extra == 'langchain'" in r for r in requires)
