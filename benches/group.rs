@@ -38,6 +38,7 @@ fn spec(strategy: Strategy) -> AgentGroupSpec {
         window: Duration::from_secs(600),
         start_order: StartOrder::Sequential,
         auto_shutdown: AutoShutdown::Never,
+        budget: None,
     }
 }
 

@@ -5,6 +5,8 @@
 //! (`views.rs`), a member held by its policy's outage (`outage.rs`), and an Agent obeying its
 //! group (`member.rs`).
 
+#[path = "core_group/budget.rs"]
+mod budget;
 #[path = "core_group/build.rs"]
 mod build;
 #[path = "common/clock.rs"]

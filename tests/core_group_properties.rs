@@ -89,6 +89,7 @@ fn arb_group(agents: &'static [&'static str]) -> impl Strategy<Value = AgentGrou
                 window: Duration::from_secs(window),
                 start_order,
                 auto_shutdown: AutoShutdown::Never,
+                budget: None,
             },
         )
 }

@@ -86,10 +86,24 @@ pub struct AgentGroupSpec {
     /// `significant: true`. Default Never.
     #[serde(default)]
     pub auto_shutdown: AutoShutdown,
+
+    /// How much its members may spend together, as they report it (members that are groups
+    /// count with all of theirs). When it is used up every member is stopped and shut down
+    /// (`Economic`, source `GroupBudget`) until the budget is raised or its window moves on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<super::Budget>,
 }
 
 fn group_spec_rules(schema: &mut schemars::Schema) {
     positive_when(schema, "window", "true", "window must be longer than 0s");
+    super::duration::add_rule(
+        schema,
+        serde_json::json!({
+            "rule": "!has(self.budget) || !has(self.budget.window)",
+            "message": "a group's budget takes no window: its members' spend is summed over their lives",
+            "fieldPath": ".budget.window",
+        }),
+    );
     super::duration::add_rule(
         schema,
         serde_json::json!({

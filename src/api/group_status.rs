@@ -97,6 +97,10 @@ pub struct AgentGroupStatus {
     /// The last `supervisor.dev/reset-requested-at` value acted on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handled_reset_request: Option<String>,
+
+    /// What its members report they spent, summed (a member group's with all of its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<super::Spend>,
 }
 
 /// A member as the group sees it, and the group's orders to it.
@@ -144,7 +148,8 @@ pub struct RestartOrder {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StopOrder {
-    /// `GaveUp`: the group (or one above it) gave up. `Shutdown`: the group shut down.
+    /// `GaveUp`: the group (or one above it) gave up. `Shutdown`: the group shut down. `Budget`:
+    /// its spend budget (or one above it) is used up.
     pub reason: StopReason,
     /// For `Shutdown`: the type of the shutdown that triggered it.
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
@@ -159,6 +164,8 @@ pub struct StopOrder {
 pub enum StopReason {
     GaveUp,
     Shutdown,
+    /// The group's spend budget (or one above it) is used up: shut down until it is not.
+    Budget,
 }
 
 /// The group an Agent or group belongs to.

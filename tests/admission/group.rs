@@ -109,6 +109,7 @@ async fn valid_groups_are_accepted_and_defaulted_by_the_server() {
             window: "1h30m".parse().expect("a duration"),
             start_order: StartOrder::Sequential,
             auto_shutdown: AutoShutdown::AllSignificant,
+            budget: None,
         }
     );
 }
@@ -157,6 +158,16 @@ async fn invalid_groups_are_rejected_with_a_message_naming_the_field() {
             "window-zero",
             json!({ "members": one, "window": "0s" }),
             vec!["spec.window", "window must be longer than 0s"],
+        ),
+        (
+            "budget-window",
+            json!({ "members": one, "budget": { "maxCost": "5", "window": "1h" } }),
+            vec!["spec.budget.window", "a group's budget takes no window"],
+        ),
+        (
+            "budget-cost-words",
+            json!({ "members": one, "budget": { "maxCost": "five" } }),
+            vec!["spec.budget.maxCost", "should match"],
         ),
         (
             "window-words",

@@ -160,3 +160,67 @@ async fn a_crash_loop_stops_when_its_budget_is_spent_and_resumes_when_it_is_rais
         .await;
     assert_eq!(status.spend.unwrap().cost.as_deref(), Some("2.00"));
 }
+
+/// A group's budget: its members' spend summed; used up, every member shuts down (even one
+/// that spent nothing), and raising it resumes them all.
+#[tokio::test]
+async fn a_groups_budget_stops_all_its_members_and_raising_it_resumes_them() {
+    let (ns, _operator) = setup_prompt().await;
+    ns.create_policy(
+        "p",
+        json!({ "backoff": { "type": "Immediate" }, "circuitBreaker": { "failureThreshold": 0 } }),
+    )
+    .await;
+    for name in ["writer", "editor", "idle"] {
+        ns.create_agent(name, json!({ "restartPolicyRef": { "name": "p" } }))
+            .await;
+    }
+    let members: Vec<_> = ["writer", "editor", "idle"]
+        .iter()
+        .map(|a| json!({ "agent": a }))
+        .collect();
+    ns.create_group(
+        "team",
+        json!({ "members": members, "budget": { "maxCost": "1.00" } }),
+    )
+    .await;
+    ns.wait_running("writer-1").await;
+    ns.terminate("writer-1", 1, "Error", r#"{"spend": {"cost": "0.60"}}"#)
+        .await;
+    ns.wait_running("writer-2").await;
+    ns.wait_running("editor-1").await;
+    ns.terminate("editor-1", 1, "Error", r#"{"spend": {"cost": "0.50"}}"#)
+        .await;
+    for name in ["writer", "editor", "idle"] {
+        let status = ns
+            .wait_status(name, "shut down by the group's budget", |s| {
+                s.phase == Some(agent_supervisor::api::Phase::Shutdown)
+            })
+            .await;
+        let shutdown = status.shutdown.expect("a shutdown");
+        assert_eq!(shutdown.source.as_deref(), Some("GroupBudget"), "{name}");
+        assert_eq!(shutdown.kind, agent_supervisor::api::ShutdownType::Economic);
+        assert!(
+            shutdown.reason.unwrap_or_default().contains("1.10 of 1.00"),
+            "{name}"
+        );
+    }
+    let group = ns.group_status("team").await;
+    assert_eq!(group.spend.and_then(|s| s.cost).as_deref(), Some("1.10"));
+    ns.wait_group_event("team", "BudgetExhausted").await;
+
+    ns.api::<agent_supervisor::api::AgentGroup>()
+        .patch(
+            "team",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "spec": { "budget": { "maxCost": "5.00" } } })),
+        )
+        .await
+        .expect("raise the group's budget");
+    for name in ["writer", "editor", "idle"] {
+        ns.wait_status(name, "resumed", |s| {
+            s.shutdown.is_none() && s.phase == Some(agent_supervisor::api::Phase::Running)
+        })
+        .await;
+    }
+}

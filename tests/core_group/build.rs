@@ -33,6 +33,7 @@ pub fn spec(strategy: Strategy, members: &[&str]) -> AgentGroupSpec {
         window: Duration::from_secs(300),
         start_order: StartOrder::Parallel,
         auto_shutdown: AutoShutdown::Never,
+        budget: None,
     }
 }
 
@@ -95,6 +96,7 @@ pub fn child(incarnation: u32, phase: GroupPhase, gave_up: Option<u32>) -> Membe
         restart_count: 0,
         gave_up,
         shutdown: None,
+        spend: None,
     })
 }
 

@@ -14,6 +14,8 @@ use crate::supervise::spend::Cost;
 
 /// The `source` of the shutdown the operator writes when a budget is spent.
 pub const BUDGET_SOURCE: &str = "Budget";
+/// The `source` of a member's shutdown when its group's budget is spent.
+pub const GROUP_BUDGET_SOURCE: &str = "GroupBudget";
 
 /// How the spend stands against a budget.
 struct Standing {
@@ -90,12 +92,19 @@ impl Decider<'_> {
     /// removed, or a new window): true when it was, and supervision resumes. While it holds,
     /// it looks again when the window ends.
     pub(super) fn lift_budget_shutdown(&mut self) -> bool {
-        let own = self
-            .s
-            .shutdown
-            .as_ref()
-            .is_some_and(|s| s.source.as_deref() == Some(BUDGET_SOURCE));
-        if !own {
+        let source = self.s.shutdown.as_ref().and_then(|s| s.source.as_deref());
+        if source == Some(GROUP_BUDGET_SOURCE) {
+            // Its group's budget: lifted once the group no longer orders it (raised, a new
+            // window, or it left the group).
+            let ordered = self.input.group.as_ref().and_then(|d| d.stop.as_ref());
+            if ordered.is_some_and(|s| s.reason == crate::api::StopReason::Budget) {
+                return false;
+            }
+            self.s.shutdown = None;
+            self.plan.clear_shutdown = true;
+            return true;
+        }
+        if source != Some(BUDGET_SOURCE) {
             return false;
         }
         if self.standing().is_some_and(|s| s.share >= 1.0) {

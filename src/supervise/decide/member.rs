@@ -128,13 +128,18 @@ impl<'a> Decider<'a> {
             self.plan.delete_pod = Some(pod.name.clone());
         }
         match (stop.reason, live) {
-            (StopReason::Shutdown, None) => {
+            (StopReason::Shutdown | StopReason::Budget, None) => {
+                // A budget's shutdown is lifted when the group's budget allows (`budget`).
+                let source = match stop.reason {
+                    StopReason::Budget => super::budget::GROUP_BUDGET_SOURCE,
+                    _ => "Group",
+                };
                 let shutdown = Shutdown {
                     kind: stop.kind.unwrap_or(ShutdownType::Voluntary),
                     reason: Some(classify::truncate_to(why, classify::REASON_LIMIT)),
                     message: None,
                     at: Some(Time(self.now)),
-                    source: Some("Group".to_string()),
+                    source: Some(source.to_string()),
                 };
                 self.event(EventReason::GroupShutdown, shutdown_note(&shutdown));
                 self.s.shutdown = Some(shutdown.clone());
@@ -145,7 +150,9 @@ impl<'a> Decider<'a> {
             (reason, _) => {
                 let (event, stop_reason) = match reason {
                     StopReason::GaveUp => (EventReason::GroupGaveUp, "GroupGaveUp"),
-                    StopReason::Shutdown => (EventReason::GroupShutdown, "GroupShutdown"),
+                    StopReason::Shutdown | StopReason::Budget => {
+                        (EventReason::GroupShutdown, "GroupShutdown")
+                    }
                 };
                 if self.s.phase != Some(Phase::Stopped) || self.stopped_for() != Some(stop_reason) {
                     let note = match live {

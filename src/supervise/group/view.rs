@@ -64,6 +64,8 @@ pub struct AgentView {
     pub ready: bool,
     pub suspended: bool,
     pub shutdown: Option<Shutdown>,
+    /// What it reports it spent (`status.spend`).
+    pub spend: Option<crate::api::Spend>,
     /// Its own policy gave up on it (phase Stopped, not by its group): it stays stopped until
     /// it is reset, whatever its group does.
     pub given_up: bool,
@@ -94,6 +96,8 @@ pub struct ChildView {
     /// The incarnation that gave up, if it did.
     pub gave_up: Option<u32>,
     pub shutdown: Option<Shutdown>,
+    /// What its members spent, summed.
+    pub spend: Option<crate::api::Spend>,
 }
 
 impl AgentView {
@@ -141,6 +145,10 @@ impl AgentView {
             ready,
             suspended,
             shutdown: s.shutdown.clone(),
+            spend: s.spend.as_ref().map(|s| crate::api::Spend {
+                cost: s.cost.clone(),
+                tokens: s.tokens,
+            }),
             given_up,
             crash: crash.map(|(record, trigger, due)| Crash {
                 attempt: record.attempt,
@@ -169,6 +177,7 @@ impl ChildView {
             restart_count: s.restart_count,
             gave_up: s.gave_up.as_ref().map(|g| g.incarnation),
             shutdown: s.shutdown.clone(),
+            spend: s.spend.clone(),
         }
     }
 

@@ -1,6 +1,7 @@
 //! A group's decision: from its members' states and its parent's orders to its own status, which
 //! carries its orders to its members.
 
+mod budget;
 mod crashes;
 mod members;
 mod orders;
@@ -58,16 +59,19 @@ pub enum GroupEventReason {
     GroupShutdown,
     MembersResolved,
     Reset,
+    /// The group's spend budget is used up: its members shut down until it is not.
+    BudgetExhausted,
 }
 
 impl GroupEventReason {
     /// Every reason, in declaration order.
-    pub const ALL: [GroupEventReason; 5] = [
+    pub const ALL: [GroupEventReason; 6] = [
         GroupEventReason::GroupRestart,
         GroupEventReason::GroupEscalated,
         GroupEventReason::GroupShutdown,
         GroupEventReason::MembersResolved,
         GroupEventReason::Reset,
+        GroupEventReason::BudgetExhausted,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -77,6 +81,7 @@ impl GroupEventReason {
             GroupEventReason::GroupShutdown => "GroupShutdown",
             GroupEventReason::MembersResolved => "MembersResolved",
             GroupEventReason::Reset => "Reset",
+            GroupEventReason::BudgetExhausted => "BudgetExhausted",
         }
     }
 }
@@ -85,12 +90,18 @@ impl GroupEventReason {
 pub fn decide_group(mut input: GroupInput) -> GroupPlan {
     let status = std::mem::take(&mut input.status);
     let now = Timestamp::from_second(input.now.as_second()).unwrap_or(input.now);
+    let budget_ordered = status.members.iter().any(|m| {
+        m.stop
+            .as_ref()
+            .is_some_and(|s| s.reason == crate::api::StopReason::Budget)
+    });
     let mut d = GroupDecider {
         input: &input,
         now,
         s: status,
         entries: Vec::new(),
         events: Vec::new(),
+        budget_ordered,
     };
     d.run();
     d.finish()
@@ -103,6 +114,8 @@ struct GroupDecider<'a> {
     /// The new `status.members`, one per spec member, in order.
     entries: Vec<MemberStatus>,
     events: Vec<GroupEvent>,
+    /// The members were told to shut down for the budget before this decision (said once).
+    budget_ordered: bool,
 }
 
 impl GroupDecider<'_> {
@@ -184,6 +197,9 @@ impl GroupDecider<'_> {
         }
 
         if self.shut_down() {
+            return;
+        }
+        if self.budget_stop() {
             return;
         }
         if self.halted() {
