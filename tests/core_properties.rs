@@ -42,6 +42,8 @@ mod decisions;
 mod pods;
 #[path = "common/sim.rs"]
 mod sim;
+#[path = "core_properties/spend.rs"]
+mod spend;
 #[path = "core_properties/stalls.rs"]
 mod stalls;
 #[path = "core_properties/steps.rs"]
