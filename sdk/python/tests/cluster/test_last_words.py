@@ -55,10 +55,13 @@ def test_a_retry_after_is_restarted_no_earlier_than_asked(ns: TestNamespace) -> 
     assert created >= math.floor(asked_at) + RETRY_AFTER, (
         f"restarted {created - asked_at:.1f}s after the agent asked for {RETRY_AFTER}s"
     )
+    # The failure is recorded first, the restart once its pod is made: wait for the latter.
     status = ns.wait_status(
-        "caller", "the retry in its history", lambda s: bool(s.get("restartHistory"))
+        "caller",
+        "the restart recorded",
+        lambda s: s.get("restartCount") == 1 and bool(s.get("restartHistory")),
     )
     record = status["restartHistory"][0]
     assert record["trigger"] == "RetryAfter"
+    assert record.get("restartedAt"), record
     assert created >= parse_time(record["failedAt"]).timestamp() + RETRY_AFTER
-    assert status["restartCount"] == 1
