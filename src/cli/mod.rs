@@ -64,7 +64,11 @@ pub async fn run(cli: Cli) -> Result<String> {
     match cli.command {
         Command::List { output, selector } => {
             let agents = session.agents(selector.as_deref()).await?;
-            let rows: Vec<_> = agents.iter().map(list::row).collect();
+            let policies = session.policies().await;
+            let rows: Vec<_> = agents
+                .iter()
+                .map(|a| list::budgeted(a, &policies))
+                .collect();
             match output {
                 Some(ListOutput::Json) => data(&rows, DataOutput::Json),
                 Some(ListOutput::Yaml) => data(&rows, DataOutput::Yaml),
@@ -87,8 +91,9 @@ pub async fn run(cli: Cli) -> Result<String> {
             output,
         } => {
             let agents = session.agents(None).await?;
+            let policies = session.policies().await;
             let secs = i64::try_from(window.as_std().as_secs()).unwrap_or(i64::MAX);
-            let rows = list::top(&agents, secs, limit, now);
+            let rows = list::top(&agents, &policies, secs, limit, now);
             if let Some(output) = output {
                 return data(&rows, output);
             }

@@ -178,6 +178,20 @@ impl Session {
         }
     }
 
+    /// The RestartPolicies in scope, for their budgets; none if they cannot be read (a person
+    /// may read Agents and not policies: the list does without budgets).
+    pub(super) async fn policies(&self) -> Vec<RestartPolicy> {
+        let ns = (!self.all).then_some(self.namespace.as_str());
+        match self
+            .api::<RestartPolicy>(ns)
+            .list(&ListParams::default())
+            .await
+        {
+            Ok(list) => list.items,
+            Err(_) => Vec::new(),
+        }
+    }
+
     /// The agent's Events; none if they cannot be read (the explanation does without them).
     pub(super) async fn events_of(&self, agent: &Agent) -> Vec<why::EventFact> {
         let uid = agent.metadata.uid.clone().unwrap_or_default();

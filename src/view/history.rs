@@ -1,13 +1,18 @@
 //! `kubectl agent history NAME`: one line per attempt — when it started, how long it ran, how it
-//! ended, how long the backoff was — with a timeline people read at a glance.
+//! ended (a shutdown too), how long the backoff was, what it spent — with a timeline people read
+//! at a glance.
 //!
 //! Pure: built from the Agent alone.
 
 use jiff::Timestamp;
 use serde::Serialize;
 
+use super::spend;
 use super::text::{Paint, duration, one_line, relative, span, table};
-use crate::api::{Agent, Duration, FailureReason, Phase, RestartRecord, Time, Trigger};
+use crate::api::{
+    Agent, AgentStatus, Duration, FailureReason, Phase, RestartRecord, Shutdown, ShutdownType,
+    Spend, Time, Trigger,
+};
 
 /// One attempt, as `history` shows it and `-o json` prints it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -22,7 +27,8 @@ pub struct Attempt {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<Time>,
     /// How it ended: a failure reason, or what replaced it (`Manual`, `Rollout`, `Group`);
-    /// `Running` or `Pending` for the current attempt.
+    /// `Economic` or `Voluntary` for a shutdown no crash came with (see `shutdown`); `Running` or
+    /// `Pending` for the current attempt.
     pub ended: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
@@ -46,10 +52,17 @@ pub struct Attempt {
     /// How far it got, as the agent reported it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub progress: Option<u64>,
+    /// What it spent, as its last report said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spend: Option<Spend>,
+    /// The shutdown it ended in (`status.shutdown`: its type, reason and who recorded it, such
+    /// as the `Budget`); no restart follows one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shutdown: Option<Shutdown>,
 }
 
-/// The agent's attempts, oldest first: one per history entry, then the current attempt if a
-/// pod is running or starting for it.
+/// The agent's attempts, oldest first: one per history entry, then the last attempt if it ended
+/// in a shutdown, or the current one if a pod is running or starting for it.
 pub fn attempts(agent: &Agent) -> Vec<Attempt> {
     let status = agent.status.clone().unwrap_or_default();
     let mut out: Vec<Attempt> = status
@@ -64,33 +77,68 @@ pub fn attempts(agent: &Agent) -> Vec<Attempt> {
             out[i].started_at = out[i - 1].restarted_at.clone();
         }
     }
-    let current = matches!(status.phase, Some(Phase::Running | Phase::Pending))
-        && status.attempt > 0
-        && out.last().is_none_or(|last| last.attempt < status.attempt);
-    if current {
+    // A shutdown ends the last attempt: its crash, when one is recorded, has no restart after it.
+    if let Some(shutdown) = &status.shutdown
+        && let Some(last) = out.last_mut()
+        && last.attempt == status.attempt
+        && last.restarted_at.is_none()
+    {
+        last.shutdown = Some(shutdown.clone());
+    }
+    let last = status.attempt > 0 && out.last().is_none_or(|last| last.attempt < status.attempt);
+    let running = matches!(status.phase, Some(Phase::Running | Phase::Pending));
+    if last && (running || status.shutdown.is_some()) {
         let started_at = out
             .last()
             .filter(|last| last.attempt + 1 == status.attempt)
             .and_then(|last| last.restarted_at.clone());
-        let phase = status.phase.map(Phase::as_str).unwrap_or_default();
-        out.push(Attempt {
-            attempt: status.attempt,
-            started_at,
-            ran_for: None,
-            ended_at: None,
-            ended: phase.to_string(),
-            exit_code: None,
-            signal: None,
-            message: None,
-            trigger: None,
-            backoff: None,
-            restarted_at: None,
-            current: true,
-            checkpoint: status.resumed_from.clone(),
-            progress: status.progress.as_ref().map(|p| p.value),
-        });
+        out.push(last_attempt(&status, started_at));
     }
     out
+}
+
+/// The attempt after the history's last: running, or ended by a shutdown (recorded in
+/// `status.shutdown`, with no restart after it, so in no history entry).
+fn last_attempt(status: &AgentStatus, started_at: Option<Time>) -> Attempt {
+    let shutdown = status.shutdown.as_ref();
+    let ended_at = shutdown.and_then(|s| s.at.clone());
+    let ran_for = match (&started_at, &ended_at) {
+        (Some(start), Some(end)) => u64::try_from(end.0.duration_since(start.0).as_millis())
+            .ok()
+            .map(Duration::from_millis),
+        _ => None,
+    };
+    let ended = match shutdown {
+        Some(s) => kind(s.kind),
+        None => status.phase.map(Phase::as_str).unwrap_or_default(),
+    };
+    let spend = status
+        .spend
+        .as_ref()
+        .map(|s| &s.current)
+        .filter(|c| c.attempt == status.attempt)
+        .map(|c| Spend {
+            cost: c.cost.clone(),
+            tokens: c.tokens,
+        });
+    Attempt {
+        attempt: status.attempt,
+        started_at,
+        ran_for,
+        ended_at,
+        ended: ended.to_string(),
+        exit_code: None,
+        signal: None,
+        message: None,
+        trigger: None,
+        backoff: None,
+        restarted_at: None,
+        current: shutdown.is_none(),
+        checkpoint: status.resumed_from.clone(),
+        progress: status.progress.as_ref().map(|p| p.value),
+        spend,
+        shutdown: shutdown.cloned(),
+    }
 }
 
 fn from_record(r: &RestartRecord) -> Attempt {
@@ -123,6 +171,8 @@ fn from_record(r: &RestartRecord) -> Attempt {
         current: false,
         checkpoint: r.checkpoint.clone(),
         progress: r.progress,
+        spend: r.spend.clone(),
+        shutdown: None,
     }
 }
 
@@ -161,6 +211,8 @@ pub fn render(agent: &Agent, now: Timestamp, paint: Paint) -> String {
             let how = ending(a);
             let how = if a.current {
                 paint.green(&how)
+            } else if a.shutdown.is_some() {
+                paint.yellow(&how)
             } else if a.ended == FailureReason::Completed.as_str() {
                 how
             } else {
@@ -181,6 +233,7 @@ pub fn render(agent: &Agent, now: Timestamp, paint: Paint) -> String {
                 a.backoff.map(duration).unwrap_or_else(|| "-".into()),
                 match (&a.restarted_at, a.current) {
                     (_, true) => "-".into(),
+                    _ if a.shutdown.is_some() => "none".into(),
                     (Some(_), _) => a
                         .trigger
                         .map(|t| t.as_str().to_string())
@@ -188,8 +241,9 @@ pub fn render(agent: &Agent, now: Timestamp, paint: Paint) -> String {
                     (None, _) => "pending".into(),
                 },
                 axis.bar(a, paint),
-                a.message
-                    .as_deref()
+                // Why no restart followed, rather than the last words that said what it spent.
+                (a.shutdown.as_ref().and_then(|s| s.reason.as_deref()))
+                    .or(a.message.as_deref())
                     .map(|m| one_line(m, 60))
                     .unwrap_or_default(),
             ]
@@ -212,6 +266,15 @@ pub fn render(agent: &Agent, now: Timestamp, paint: Paint) -> String {
             row.splice(3..3, [resumed, progress]);
         }
     }
+    // An agent that reports spend: what each attempt spent, as its last report said.
+    if rows.iter().any(|a| a.spend.is_some()) {
+        let at = headers.len() - 2;
+        headers.insert(at, "SPENT");
+        for (row, a) in cells.iter_mut().zip(&rows) {
+            let at = row.len() - 2;
+            row.insert(at, spend::words(a.spend.as_ref(), None));
+        }
+    }
     out.push_str(&table(&headers, &cells));
     out.push_str(&format!(
         "Timeline: the last {} up to now; {} running, {} waiting to restart.\n",
@@ -219,18 +282,51 @@ pub fn render(agent: &Agent, now: Timestamp, paint: Paint) -> String {
         paint.green("█"),
         paint.dim("·")
     ));
+    if let Some(total) = &status.spend {
+        let words = spend::words(
+            Some(&Spend {
+                cost: total.cost.clone(),
+                tokens: total.tokens,
+            }),
+            None,
+        );
+        out.push_str(&format!(
+            "Spent in all: {words} since {} (each attempt's last report, within the budget's window if it has one).\n",
+            relative(now, total.since.0)
+        ));
+    }
     out
 }
 
-/// How an attempt ended, in a few words: `Error (exit 1)`, `Signal 9`, `Manual`, `running`.
+/// How an attempt ended, in a few words: `Error (exit 1)`, `Signal 9`, `Manual`, `running`,
+/// `Error (exit 1), then Economic shutdown (Budget)`.
 fn ending(a: &Attempt) -> String {
     if a.current {
         return a.ended.to_lowercase();
     }
-    match (a.signal, a.exit_code) {
+    let failure = match (a.signal, a.exit_code) {
         (Some(signal), _) => format!("{} {signal}", a.ended),
         (None, Some(code)) => format!("{} (exit {code})", a.ended),
         (None, None) => a.ended.clone(),
+    };
+    let Some(shutdown) = &a.shutdown else {
+        return failure;
+    };
+    let kind = kind(shutdown.kind);
+    let by = (shutdown.source.as_deref())
+        .map(|s| format!(" ({s})"))
+        .unwrap_or_default();
+    if a.ended == kind {
+        format!("{kind} shutdown{by}")
+    } else {
+        format!("{failure}, then {kind} shutdown{by}")
+    }
+}
+
+fn kind(kind: ShutdownType) -> &'static str {
+    match kind {
+        ShutdownType::Economic => "Economic",
+        ShutdownType::Voluntary => "Voluntary",
     }
 }
 
@@ -266,7 +362,8 @@ impl Axis {
         for g in &mut glyphs[from..=to] {
             *g = '█';
         }
-        if !a.current {
+        // A shutdown waits for no restart.
+        if !a.current && a.shutdown.is_none() {
             let wait_end = a.restarted_at.as_ref().map(|t| t.0).unwrap_or(self.end);
             let (from, to) = (self.cell(run_end), self.cell(wait_end));
             for g in glyphs.iter_mut().take(to + 1).skip(from + 1) {

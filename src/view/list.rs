@@ -5,8 +5,9 @@
 use jiff::Timestamp;
 use serde::Serialize;
 
+use super::spend::{self, Limit};
 use super::text::{Paint, one_line, relative, seconds, span, table};
-use crate::api::{Agent, BreakerState, Phase, Time};
+use crate::api::{Agent, BreakerState, Phase, RestartPolicy, Spend, Time};
 
 /// An Agent as `list` shows it and `-o json` prints it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -40,6 +41,12 @@ pub struct Row {
     /// How far the agent has got, if it reports progress (`status.progress.value`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub progress: Option<u64>,
+    /// What it reported spending in all (within its budget's window: `status.spend`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spend: Option<Spend>,
+    /// Its policy's budget, when it has one (see `with_budgets`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Limit>,
     /// Restarts within `top`'s window (0 in `list`).
     #[serde(skip_serializing_if = "is_zero")]
     pub recent_restarts: u32,
@@ -96,7 +103,17 @@ pub fn row(agent: &Agent) -> Row {
         group: status.group.as_ref().map(|g| g.name.clone()),
         created_at: agent.metadata.creation_timestamp.clone(),
         progress: status.progress.as_ref().map(|p| p.value),
+        spend: spend::total(agent),
+        budget: None,
         recent_restarts: 0,
+    }
+}
+
+/// `row`, with the budget of the agent's policy among `policies` (those fetched with it).
+pub fn budgeted(agent: &Agent, policies: &[RestartPolicy]) -> Row {
+    Row {
+        budget: spend::budget_of(agent, policies),
+        ..row(agent)
     }
 }
 
@@ -120,7 +137,13 @@ pub fn render(rows: &[Row], layout: Layout, now: Timestamp, paint: Paint) -> Str
     if let Some(recent) = layout.recent {
         headers.push(recent);
     }
-    headers.extend(["RESTARTS", "BREAKER", "LAST FAILURE", "NEXT RESTART", "AGE"]);
+    headers.extend(["RESTARTS", "BREAKER", "LAST FAILURE", "NEXT RESTART"]);
+    // Agents that report spend or have a budget: what they spent, against the budget.
+    let spend = rows.iter().any(|r| r.spend.is_some() || r.budget.is_some());
+    if spend {
+        headers.push("SPEND");
+    }
+    headers.push("AGE");
     if layout.wide {
         headers.extend(["POD", "GROUP", "MESSAGE"]);
     }
@@ -153,6 +176,9 @@ pub fn render(rows: &[Row], layout: Layout, now: Timestamp, paint: Paint) -> Str
                 (Some(t), _) => relative(now, t.0),
                 (None, _) => "-".into(),
             });
+            if spend {
+                cells.push(spend::painted(r.spend.as_ref(), r.budget.as_ref(), paint));
+            }
             cells.push(
                 r.created_at
                     .as_ref()
@@ -177,11 +203,17 @@ pub fn render(rows: &[Row], layout: Layout, now: Timestamp, paint: Paint) -> Str
 
 /// `top`: the agents with the most restarts within `window_secs` of now (then the most restarts
 /// ever), at most `limit`, those that never restarted left out.
-pub fn top(agents: &[Agent], window_secs: i64, limit: usize, now: Timestamp) -> Vec<Row> {
+pub fn top(
+    agents: &[Agent],
+    policies: &[RestartPolicy],
+    window_secs: i64,
+    limit: usize,
+    now: Timestamp,
+) -> Vec<Row> {
     let mut rows: Vec<Row> = agents
         .iter()
         .map(|agent| {
-            let mut row = row(agent);
+            let mut row = budgeted(agent, policies);
             let status = agent.status.clone().unwrap_or_default();
             let within = |t: &&Time| seconds(t.0, now) <= window_secs;
             // The history keeps the last `historyLimit` restarts; the restart limit's own record

@@ -4,6 +4,7 @@
 
 pub mod history;
 pub mod list;
+pub mod spend;
 pub mod status_page;
 pub mod text;
 pub mod tree;

@@ -6,6 +6,7 @@ use jiff::Timestamp;
 use super::{StatusPage, escape};
 use crate::api::Time;
 use crate::view::list::Row;
+use crate::view::spend;
 use crate::view::text::relative;
 use crate::view::tree::Node;
 
@@ -14,7 +15,7 @@ h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}h3{font-size:1em}\
 table{border-collapse:collapse;margin:.4em 0}th,td{text-align:left;padding:.2em .7em;border-bottom:1px solid #ddd;vertical-align:top}\
 th{background:#f4f4f4}.Running{color:#17692a}.Stopped,.CircuitOpen,.Escalated,.Missing{color:#b3261e;font-weight:600}\
 .BackingOff,.Pending,.Restarting,.Starting{color:#8a5a00}.hot{background:#fff3e0}.msg{max-width:40em;overflow-wrap:anywhere;font-family:ui-monospace,monospace;font-size:.9em}\
-.note{color:#555}ul.tree{list-style:none;padding-left:1.2em}ul.tree li{margin:.15em 0}";
+.spent{color:#b3261e;font-weight:600}.low{color:#8a5a00}.note{color:#555}ul.tree{list-style:none;padding-left:1.2em}ul.tree li{margin:.15em 0}";
 
 /// The page as HTML. Every value from an object goes through `escape`.
 pub fn html(page: &StatusPage) -> String {
@@ -133,7 +134,7 @@ pub fn html(page: &StatusPage) -> String {
             if ns.total == 1 { "" } else { "s" },
             counts
         ));
-        h.push_str("<table><tr><th>agent</th><th>phase</th><th>restarts</th><th>breaker</th><th>last failure</th><th>next restart</th><th>progress</th><th>group</th></tr>\n");
+        h.push_str("<table><tr><th>agent</th><th>phase</th><th>restarts</th><th>breaker</th><th>last failure</th><th>next restart</th><th>progress</th><th>spend</th><th>group</th></tr>\n");
         for r in &ns.agents {
             let class = if hot.contains(&(r.namespace.as_str(), r.name.as_str())) {
                 " class=\"hot\""
@@ -146,7 +147,7 @@ pub fn html(page: &StatusPage) -> String {
                 time(now, r.next_restart_at.as_ref())
             };
             h.push_str(&format!(
-                "<tr{class}><td>{}</td><td class=\"{1}\">{1}</td><td>{2}</td><td>{3}</td><td class=\"msg\">{4}</td><td>{5}</td><td>{6}</td><td>{7}</td></tr>\n",
+                "<tr{class}><td>{}</td><td class=\"{1}\">{1}</td><td>{2}</td><td>{3}</td><td class=\"msg\">{4}</td><td>{5}</td><td>{6}</td>{7}<td>{8}</td></tr>\n",
                 escape(&r.name),
                 escape(&r.phase),
                 r.restarts,
@@ -154,6 +155,7 @@ pub fn html(page: &StatusPage) -> String {
                 escape(&failure_text(r)),
                 next,
                 r.progress.map_or("-".to_string(), |p| p.to_string()),
+                spend_cell(r),
                 escape(r.group.as_deref().unwrap_or("-")),
             ));
         }
@@ -176,6 +178,15 @@ pub fn html(page: &StatusPage) -> String {
     }
     h.push_str("<p class=\"note\">The same as JSON: <a href=\"status.json\">status.json</a>. Read-only; reload for fresh data.</p>\n</body></html>\n");
     h
+}
+
+/// What the agent spent, against its budget: red when spent, amber past `warnAt`.
+fn spend_cell(r: &Row) -> String {
+    let (spent, budget) = (r.spend.as_ref(), r.budget.as_ref());
+    let class = spend::standing(spent, budget)
+        .map(|s| format!(" class=\"{s}\""))
+        .unwrap_or_default();
+    format!("<td{class}>{}</td>", escape(&spend::words(spent, budget)))
 }
 
 fn failure_text(r: &Row) -> String {

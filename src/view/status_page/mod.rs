@@ -113,7 +113,7 @@ pub fn page(snapshot: &Snapshot) -> StatusPage {
     let mut phases: BTreeMap<String, usize> = BTreeMap::new();
     let mut by_namespace: BTreeMap<String, Vec<Row>> = BTreeMap::new();
     for agent in &snapshot.agents {
-        let row = list::row(agent);
+        let row = list::budgeted(agent, &snapshot.policies);
         *phases.entry(row.phase.clone()).or_default() += 1;
         by_namespace
             .entry(row.namespace.clone())
@@ -192,7 +192,7 @@ pub fn page(snapshot: &Snapshot) -> StatusPage {
         }
     }
 
-    let most_restarts: Vec<Row> = list::top(&snapshot.agents, 3600, TOP, now)
+    let most_restarts: Vec<Row> = list::top(&snapshot.agents, &snapshot.policies, 3600, TOP, now)
         .into_iter()
         .map(cut)
         .collect();

@@ -264,3 +264,68 @@ fn progress_is_shown_where_agents_report_it() {
     assert!(out.contains("<th>progress</th>"), "{out}");
     assert!(out.contains("<td>1234</td>"), "{out}");
 }
+
+#[test]
+fn spend_is_shown_against_the_budget_of_each_agents_policy() {
+    let policy = |ns: &str, name: &str| -> RestartPolicy {
+        serde_json::from_value(json!({
+            "apiVersion": "supervisor.dev/v1alpha1", "kind": "RestartPolicy",
+            "metadata": { "name": name, "namespace": ns },
+            "spec": { "budget": { "maxCost": "2.00" } },
+        }))
+        .unwrap()
+    };
+    let spent = |cost: &str| json!({ "cost": cost, "since": "2026-11-22T10:00:00Z", "current": { "attempt": 1 } });
+    let mut metered = agent(
+        "n",
+        "metered",
+        json!({ "phase": "Shutdown", "spend": spent("2.00") }),
+    );
+    metered.spec.restart_policy_ref = serde_json::from_value(json!({ "name": "metered" })).unwrap();
+    let mut low = agent(
+        "n",
+        "low",
+        json!({ "phase": "Running", "spend": spent("1.7") }),
+    );
+    low.spec.restart_policy_ref = metered.spec.restart_policy_ref.clone();
+    let agents = vec![
+        metered,
+        low,
+        // No policy named: the namespace's default, whose budget is another namespace's.
+        agent(
+            "other",
+            "free",
+            json!({ "phase": "Running", "spend": spent("0.35") }),
+        ),
+        agent("n", "quiet", json!({ "phase": "Running" })),
+        agent(
+            "n",
+            "odd",
+            json!({ "phase": "Running", "spend": spent("<b>1</b>") }),
+        ),
+    ];
+    let p = page(&Snapshot {
+        now: now(),
+        watching: true,
+        agents,
+        policies: vec![policy("n", "metered"), policy("n", "default")],
+        ..Snapshot::default()
+    });
+    let out = html(&p);
+    assert!(out.contains("<th>spend</th>"), "{out}");
+    for cell in [
+        "<td class=\"spent\">2.00/2.00</td>",
+        "<td class=\"low\">1.70/2.00</td>",
+        "<td>0.35</td>",
+        "<td>0.00/2.00</td>",
+        "<td>&lt;b&gt;1&lt;/b&gt;/2.00</td>",
+    ] {
+        assert!(out.contains(cell), "no {cell} in {out}");
+    }
+    let json = serde_json::to_value(&p).unwrap();
+    let rows = json["namespaces"][0]["agents"].as_array().unwrap();
+    let row = rows.iter().find(|r| r["name"] == "metered").unwrap();
+    assert_eq!(row["spend"], json!({ "cost": "2.00" }));
+    assert_eq!(row["budget"], json!({ "maxCost": "2.00", "warnAt": 0.8 }));
+    assert!(json["namespaces"][1]["agents"][0].get("budget").is_none());
+}
