@@ -5,7 +5,7 @@ use crate::{RELEASE, chart, documents, template, the};
 
 /// The PrometheusRule's alerts, and a ServiceMonitor that selects the metrics Service's port.
 #[test]
-fn prometheus_rule_alerts_on_breakers_outages_give_ups_flapping_checkpoints_and_stalls() {
+fn prometheus_rule_alerts_on_breakers_outages_give_ups_flapping_checkpoints_stalls_and_budgets() {
     let sets = ["prometheusRule.enabled=true,serviceMonitor.enabled=true"];
     let docs = documents(&template("ops", &sets));
     let rule = the(&docs, "PrometheusRule", "ops", RELEASE);
@@ -34,6 +34,10 @@ fn prometheus_rule_alerts_on_breakers_outages_give_ups_flapping_checkpoints_and_
             ),
             (
                 r#"increase(agent_supervisor_crashes_total{reason="NoProgress"}[15m]) > 0"#,
+                ""
+            ),
+            (
+                "increase(agent_supervisor_budget_shutdowns_total[15m]) > 0",
                 ""
             ),
         ]
@@ -127,6 +131,9 @@ fn the_grafana_dashboard_ships_as_a_configmap_for_the_sidecar() {
         "Reconcile errors",
         "Poisoned checkpoints",
         "Runs stopped for no progress",
+        "Spend over time",
+        "Tokens spent",
+        "Agents stopped by budget",
     ] {
         assert!(titles.contains(&want), "no panel {want:?}: {titles:?}");
     }
