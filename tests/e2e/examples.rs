@@ -1,5 +1,6 @@
 //! Every file in examples/ applied as it is, doing what its comment says.
 
+mod budget;
 mod checkpointing;
 mod outage;
 mod sdk;
@@ -48,6 +49,7 @@ async fn every_example_is_covered_here() {
     let covered = [
         "agent-team.yaml", // tested in tests/e2e/examples/team.rs
         "basic-agent.yaml",
+        "budget.yaml",              // tested in tests/e2e/examples/budget.rs
         "checkpointing-agent.yaml", // tested in tests/e2e/examples/checkpointing.rs
         "crashing-agent.yaml",
         "heartbeat-agent.yaml",
