@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demonstration: a local control plane with fake nodes, the operator running from source,
-# and the examples — agents that crash, back off, trip the breaker, shut down, and recover, and a
-# LangGraph agent (examples/langgraph-agent) run for real beside its pods by hack/podrun.py.
+# and the examples — agents that crash, back off, trip the breaker, shut down, run out of budget
+# and recover, and a LangGraph agent (examples/langgraph-agent) run for real beside its pods by
+# hack/podrun.py.
 #
 #   hack/demo.sh          show it, then tear everything down
 #   KEEP=1 hack/demo.sh   leave the cluster and the operator running
@@ -166,8 +167,8 @@ show agg crew "restarts the tool server and the workers after it; gives up, and 
 show rsp llm-provider "four agents failed with one provider error: one outage, one probe at a time"
 show agent caller-4 "its restart is held by the outage"
 echo
-echo "\$ curl -s 127.0.0.1:$port/metrics | grep -E '^agent_supervisor_(agents|restarts_total|breaker_trips_total|group_restarts_total|group_escalations_total|outages_open|outage_held_agents|outage_events_total)'"
-curl -s "http://127.0.0.1:$port/metrics" | grep -E '^agent_supervisor_(agents|restarts_total|breaker_trips_total|group_restarts_total|group_escalations_total|outages_open|outage_held_agents|outage_events_total)' || true
+echo "\$ curl -s 127.0.0.1:$port/metrics | grep -E '^agent_supervisor_(agents|restarts_total|breaker_trips_total|group_restarts_total|group_escalations_total|outages_open|outage_held_agents|outage_events_total|budget_shutdowns_total|spend_cost)'"
+curl -s "http://127.0.0.1:$port/metrics" | grep -E '^agent_supervisor_(agents|restarts_total|breaker_trips_total|group_restarts_total|group_escalations_total|outages_open|outage_held_agents|outage_events_total|budget_shutdowns_total|spend_cost)' || true
 
 # The plugin, as a person at a terminal would use it (kubectl runs kubectl-agent from the PATH).
 export PATH="$REPO_ROOT/target/debug:$PATH"
@@ -178,6 +179,8 @@ plugin() {
 }
 plugin list
 plugin why crasher
+plugin why metered-agent
+plugin history metered-agent
 plugin history crasher
 plugin tree
 # The player plays the second run until here.
