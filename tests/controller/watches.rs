@@ -81,6 +81,9 @@ fn role_rules(leases: bool) -> Value {
         json!({ "apiGroups": ["supervisor.dev"], "resources": ["agents", "agents/status", "restartpolicies", "restartpolicies/status", "agentgroups", "agentgroups/status"], "verbs": ["*"] }),
         json!({ "apiGroups": [""], "resources": ["pods", "persistentvolumeclaims", "events"], "verbs": ["*"] }),
         json!({ "apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["*"] }),
+        // What it watches to make the agents' identities (`--manage-agent-rbac`, on).
+        json!({ "apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["*"] }),
+        json!({ "apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["*"] }),
     ];
     if leases {
         rules.push(json!({ "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["*"] }));
