@@ -9,13 +9,12 @@
 //! reported, never used or changed. Two Agents sharing a template's ServiceAccount can renew each
 //! other's Lease (the binding is to the account).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use futures::channel::mpsc;
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::PostParams;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
@@ -23,11 +22,11 @@ use kube::{Api, Resource, ResourceExt};
 
 use super::act::create_if_missing;
 use super::error::{ActError, Error};
-use super::manifests::owner_reference;
+use super::manifests::owned_meta;
 use super::scope::api;
 use super::watch::{Change, Watches};
 use super::{AgentObject, Context, events};
-use crate::api::{AGENT_LABEL, Agent};
+use crate::api::Agent;
 
 /// The verbs the agent's process needs on its own Lease, and no more: read it, renew it.
 const LEASE_VERBS: [&str; 3] = ["get", "update", "patch"];
@@ -75,23 +74,10 @@ pub fn assign_account(pod: &mut Pod, agent: &Agent) {
     }
 }
 
-fn meta(agent: &Agent, name: String) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name),
-        namespace: agent.namespace(),
-        labels: Some(BTreeMap::from([(
-            AGENT_LABEL.to_string(),
-            agent.name_any(),
-        )])),
-        owner_references: Some(vec![owner_reference(agent)]),
-        ..ObjectMeta::default()
-    }
-}
-
 /// The ServiceAccount named after the Agent (made only when the template names none).
 pub fn service_account(agent: &Agent) -> ServiceAccount {
     ServiceAccount {
-        metadata: meta(agent, agent.name_any()),
+        metadata: owned_meta(agent, agent.name_any()),
         ..ServiceAccount::default()
     }
 }
@@ -99,7 +85,7 @@ pub fn service_account(agent: &Agent) -> ServiceAccount {
 /// The Role on exactly the Agent's Lease.
 pub fn role(agent: &Agent) -> Role {
     Role {
-        metadata: meta(agent, role_name(agent)),
+        metadata: owned_meta(agent, role_name(agent)),
         rules: Some(vec![PolicyRule {
             api_groups: Some(vec!["coordination.k8s.io".into()]),
             resources: Some(vec!["leases".into()]),
@@ -113,7 +99,7 @@ pub fn role(agent: &Agent) -> Role {
 /// The Role bound to the pod's ServiceAccount.
 pub fn role_binding(agent: &Agent) -> RoleBinding {
     RoleBinding {
-        metadata: meta(agent, role_name(agent)),
+        metadata: owned_meta(agent, role_name(agent)),
         role_ref: RoleRef {
             api_group: Some("rbac.authorization.k8s.io".into()),
             kind: "Role".into(),

@@ -179,6 +179,21 @@ fn agent_env(agent: &Agent, new: &NewPod) -> Vec<EnvVar> {
     env
 }
 
+/// The metadata of an object `name` the Agent owns: in its namespace, with its label (what the
+/// operator's watches select) and the Agent as controller.
+pub fn owned_meta(agent: &Agent, name: String) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name),
+        namespace: agent.namespace(),
+        labels: Some(BTreeMap::from([(
+            AGENT_LABEL.to_string(),
+            agent.name_any(),
+        )])),
+        owner_references: Some(vec![owner_reference(agent)]),
+        ..ObjectMeta::default()
+    }
+}
+
 /// The heartbeat Lease, named after the Agent, empty until the agent renews it.
 pub fn lease(agent: &Agent) -> Lease {
     let timeout = agent
@@ -187,16 +202,7 @@ pub fn lease(agent: &Agent) -> Lease {
         .as_ref()
         .map(|h| h.timeout.as_std().as_secs().max(1));
     Lease {
-        metadata: ObjectMeta {
-            name: Some(agent.name_any()),
-            namespace: agent.namespace(),
-            labels: Some(BTreeMap::from([(
-                AGENT_LABEL.to_string(),
-                agent.name_any(),
-            )])),
-            owner_references: Some(vec![owner_reference(agent)]),
-            ..ObjectMeta::default()
-        },
+        metadata: owned_meta(agent, agent.name_any()),
         spec: Some(LeaseSpec {
             lease_duration_seconds: timeout.map(|t| i32::try_from(t).unwrap_or(i32::MAX)),
             ..LeaseSpec::default()
