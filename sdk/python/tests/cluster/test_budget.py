@@ -46,10 +46,11 @@ def test_a_budget_stops_an_sdk_agent_when_its_reported_spend_reaches_it(
         second, "spend_agent", "--report", "0.30", "--cost", "0.10", "--tokens", "50",
         "--then", "work",
     )  # fmt: skip
+    # The operator writes its shutdown first, then the rest of the status (the spend with it).
     status = ns.wait_status(
         "spender",
-        "the budget's shutdown",
-        lambda s: (s.get("shutdown") or {}).get("source") == "Budget",
+        "the budget's shutdown and the spend that made it",
+        lambda s: (s.get("shutdown") or {}).get("source") == "Budget" and cost(s) == "1.00",
     )
     assert status["shutdown"]["type"] == "Economic"
     assert status["shutdown"]["reason"] == "spend budget exhausted: 1.00 of 1.00"
