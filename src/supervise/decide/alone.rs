@@ -6,7 +6,7 @@ use crate::api::{
     CircuitBreakerStatus, FailureClass, Phase, Shutdown, ShutdownType, Time, Trigger,
 };
 use crate::supervise::classify::{self, Ending, Liveness, Verdict};
-use crate::supervise::conditions::{self, Desired, POLICY_RESOLVED};
+use crate::supervise::conditions::{Desired, POLICY_RESOLVED};
 use crate::supervise::input::PolicyResolution;
 use crate::supervise::plan::EventReason;
 
@@ -56,13 +56,7 @@ impl Decider<'_> {
             reason,
             message: &message,
         };
-        let flipped = conditions::set(
-            &mut self.s.conditions,
-            desired,
-            self.input.agent.generation,
-            self.now,
-        );
-        if !ok && flipped {
+        if self.set_condition(desired) && !ok {
             self.event(EventReason::PolicyNotFound, message);
         }
         ok

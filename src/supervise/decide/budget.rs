@@ -8,7 +8,7 @@ use super::Decider;
 use crate::api::{Budget, Phase, Shutdown, ShutdownType, Time};
 use crate::supervise::PolicyResolution;
 use crate::supervise::classify::add;
-use crate::supervise::conditions::{self, BUDGET_LOW, Desired};
+use crate::supervise::conditions::{BUDGET_LOW, Desired};
 use crate::supervise::plan::EventReason;
 use crate::supervise::spend::Cost;
 
@@ -143,12 +143,7 @@ impl Decider<'_> {
             reason: if low { "BudgetLow" } else { "WithinBudget" },
             message: &message,
         };
-        let flipped = conditions::set(
-            &mut self.s.conditions,
-            desired,
-            self.input.agent.generation,
-            self.now,
-        );
+        let flipped = self.set_condition(desired);
         if low && flipped && share < 1.0 {
             self.event(
                 EventReason::BudgetLow,

@@ -261,6 +261,13 @@ impl<'a> Decider<'a> {
         self.plan.events.push(Event { reason, note, pod });
     }
 
+    /// Sets one of the Agent's conditions, at this decision's time and generation: true when
+    /// its status flipped (or it is new).
+    fn set_condition(&mut self, desired: super::conditions::Desired<'_>) -> bool {
+        let generation = self.input.agent.generation;
+        super::conditions::set(&mut self.s.conditions, desired, generation, self.now)
+    }
+
     fn requeue(&mut self, at: Timestamp) {
         if at > self.now {
             self.plan.requeue_at = Some(self.plan.requeue_at.map_or(at, |t| t.min(at)));

@@ -10,7 +10,6 @@ use crate::supervise::plan::Plan;
 
 impl Decider<'_> {
     pub(super) fn finish(mut self) -> Plan {
-        let generation = self.input.agent.generation;
         let breaker = self.breaker().clone();
         let open = breaker.state == BreakerState::Open;
         let message = match (&breaker.half_open_at, open) {
@@ -42,7 +41,7 @@ impl Decider<'_> {
                 message: &message,
             },
         };
-        conditions::set(&mut self.s.conditions, desired, generation, self.now);
+        self.set_condition(desired);
 
         let (ready, reason) = self.ready();
         let previous = conditions::get(&self.s.conditions, READY)
@@ -59,7 +58,7 @@ impl Decider<'_> {
             reason: &reason,
             message: &message,
         };
-        conditions::set(&mut self.s.conditions, desired, generation, self.now);
+        self.set_condition(desired);
 
         self.plan.status = self.s;
         self.plan

@@ -35,7 +35,6 @@ class AsyncSupervisor(SupervisorBase):
         super().__init__(identity, renew_every)
         self._api = api
         self._lock: asyncio.Lock | None = None
-        self._unsent: dict[str, str] = {}
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
@@ -119,15 +118,9 @@ class AsyncSupervisor(SupervisorBase):
 
     async def _send(self, annotations: dict[str, str]) -> None:
         """Writes `annotations` (and what earlier reports could not) with a renewal."""
-        if self._api is None:
-            self._noop()
+        body = self._report_body(annotations)
+        if body is None:
             return
-        if self._stopping:
-            log.debug("report after the agent decided to stop: only in the termination message")
-            return
-        self._unsent.update(annotations)
-        body = _core.renewal(self._holder, datetime.now(timezone.utc))
-        body["metadata"] = {"annotations": dict(self._unsent)}
         try:
             await self._api.patch(body)
         except Exception as error:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import socket
+from datetime import datetime, timezone
 from typing import Any, NoReturn
 
 from . import _core
@@ -20,6 +21,9 @@ DEFAULT_RENEW_EVERY = 5.0
 class SupervisorBase:
     """The state and the rules both twins follow."""
 
+    #: The twin's Lease client (sync or async); `None` off Kubernetes.
+    _api: Any
+
     def __init__(self, identity: Identity, renew_every: float | None = None) -> None:
         if renew_every is not None and not renew_every > 0:
             raise ValueError(f"renew_every must be a number of seconds above 0, not {renew_every}")
@@ -30,6 +34,8 @@ class SupervisorBase:
         self._noop_said = False
         self._behind_said = False
         self._failing = False
+        #: Annotations reported and not yet taken by the API server: sent with the next.
+        self._unsent: dict[str, str] = {}
 
     # What the operator handed this attempt.
 
@@ -100,6 +106,20 @@ class SupervisorBase:
             lease, namespace = self._identity.lease or "", self._identity.namespace
             log.warning("cannot renew the heartbeat: %s", explain(error, lease, namespace))
         self._failing = True
+
+    def _report_body(self, annotations: dict[str, str]) -> dict[str, Any] | None:
+        """The renewal that carries `annotations` and what earlier reports could not; `None`
+        when nothing is to be sent (no Lease, or the agent decided to stop)."""
+        if self._api is None:
+            self._noop()
+            return None
+        if self._stopping:
+            log.debug("report after the agent decided to stop: only in the termination message")
+            return None
+        self._unsent.update(annotations)
+        body = _core.renewal(self._holder, datetime.now(timezone.utc))
+        body["metadata"] = {"annotations": dict(self._unsent)}
+        return body
 
     def _take(self, progress: object, checkpoint: object, spend: object) -> dict[str, str]:
         """Checks and remembers a report; the Lease annotations it sets."""

@@ -31,7 +31,6 @@ class Supervisor(SupervisorBase):
         super().__init__(identity, renew_every)
         self._api = api
         self._lock = threading.Lock()  # one report at a time, in the order they were checked
-        self._unsent: dict[str, str] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -129,15 +128,9 @@ class Supervisor(SupervisorBase):
 
     def _send(self, annotations: dict[str, str]) -> None:
         """Writes `annotations` (and what earlier reports could not) with a renewal."""
-        if self._api is None:
-            self._noop()
+        body = self._report_body(annotations)
+        if body is None:
             return
-        if self._stopping:
-            log.debug("report after the agent decided to stop: only in the termination message")
-            return
-        self._unsent.update(annotations)
-        body = _core.renewal(self._holder, datetime.now(timezone.utc))
-        body["metadata"] = {"annotations": dict(self._unsent)}
         try:
             self._api.patch(body)
         except Exception as error:
