@@ -99,14 +99,6 @@ fn group_spec_rules(schema: &mut schemars::Schema) {
     super::duration::add_rule(
         schema,
         serde_json::json!({
-            "rule": "!has(self.budget) || !has(self.budget.window)",
-            "message": "a group's budget takes no window: its members' spend is summed over their lives",
-            "fieldPath": ".budget.window",
-        }),
-    );
-    super::duration::add_rule(
-        schema,
-        serde_json::json!({
             "rule": "self.members.all(m, !(has(m.agent) || has(m.group)) || self.members.exists_one(n, has(m.agent) ? (has(n.agent) && n.agent == m.agent) : (has(n.group) && has(m.group) && n.group == m.group)))",
             "message": "each member must be named once: an Agent or AgentGroup appears twice in members",
             "fieldPath": ".members",

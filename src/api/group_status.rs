@@ -98,9 +98,10 @@ pub struct AgentGroupStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handled_reset_request: Option<String>,
 
-    /// What its members report they spent, summed (a member group's with all of its own).
+    /// What its members report they spent, summed (a member group's with all of its own), within
+    /// its budget's window when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spend: Option<super::Spend>,
+    pub spend: Option<super::GroupSpend>,
 }
 
 /// A member as the group sees it, and the group's orders to it.

@@ -24,7 +24,9 @@ pub use outage::{Outage, OutagePolicy, OutageState};
 pub use policy::*;
 pub use reference::{field_paths, field_reference};
 pub use resume::{CheckpointPolicy, ProgressPolicy};
-pub use spend::{AttemptSpend, Budget, SPEND_ANNOTATION, Spend, SpendStatus};
+pub use spend::{
+    AttemptSpend, Budget, GroupSpend, MemberSpend, SPEND_ANNOTATION, Spend, SpendStatus,
+};
 pub use template::PodTemplate;
 
 use schemars::JsonSchema;

@@ -56,6 +56,50 @@ pub struct AttemptSpend {
     pub tokens: Option<u64>,
 }
 
+/// A group's spend (`status.spend`): what its members reported, each member's growth counted
+/// once. What was counted stays counted when a member leaves or its own window begins again;
+/// with a budget `window`, the count begins again from zero when the window has run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupSpend {
+    /// The cost spent, a decimal in the unit the members report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    pub cost: Option<String>,
+    /// The tokens spent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    /// Since when: the first spend counted, or the start of the budget's window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
+    /// Each member's total as last counted: a later look adds only what it grew by.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub members: Vec<MemberSpend>,
+}
+
+/// A member's spend as its group last counted it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberSpend {
+    /// `Agent` or `AgentGroup`.
+    pub kind: super::MemberKind,
+    /// The member's name.
+    #[schemars(length(max = 253))]
+    pub name: String,
+    /// The `since` of the member's own total: another one means the member counts anew (its own
+    /// budget window began again), and all of its new total is added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
+    /// Its cost then, a decimal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    pub cost: Option<String>,
+    /// Its tokens then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+}
+
 /// A spend budget (`RestartPolicy.spec.budget`, `AgentGroup.spec.budget`): when what an agent
 /// (or a group's members together) reports spending reaches a maximum, its pod is stopped and it
 /// shuts down (`Economic`, source `Budget`) until the budget is raised or its window moves on.
@@ -75,8 +119,8 @@ pub struct Budget {
     pub max_tokens: Option<u64>,
 
     /// The spend counted is what was reported since the window began; when it has run this
-    /// long, a new one begins (and an agent stopped by the budget resumes). Must be longer than
-    /// 0s. Without it: the Agent's whole life.
+    /// long, a new one begins (and an agent or group stopped by the budget resumes). Must be
+    /// longer than 0s. Without it: the Agent's (or the group's) whole life.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<super::Duration>,
 

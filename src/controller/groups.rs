@@ -201,7 +201,7 @@ async fn reconcile_group(group: &AgentGroup, ctx: &Context) -> Result<Action, Er
         ctx.metrics.observe_group(before, &plan.status);
     }
     publish(group, &plan, ctx);
-    Ok(Action::requeue(RESYNC))
+    Ok(Action::requeue(plan.wake.map_or(RESYNC, |w| w.min(RESYNC))))
 }
 
 /// The group's facts, from the caches.

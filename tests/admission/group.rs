@@ -66,6 +66,10 @@ async fn valid_groups_are_accepted_and_defaulted_by_the_server() {
         ),
         ("most-members", members(64)),
         (
+            "budget-window",
+            json!({ "members": [{ "agent": "a" }], "budget": { "maxCost": "5", "window": "24h" } }),
+        ),
+        (
             "longest-names",
             json!({ "members": [{ "agent": "a".repeat(63) }, { "group": "g".repeat(253) }], "maxRestarts": 1000, "window": "1.5s" }),
         ),
@@ -160,9 +164,9 @@ async fn invalid_groups_are_rejected_with_a_message_naming_the_field() {
             vec!["spec.window", "window must be longer than 0s"],
         ),
         (
-            "budget-window",
-            json!({ "members": one, "budget": { "maxCost": "5", "window": "1h" } }),
-            vec!["spec.budget.window", "a group's budget takes no window"],
+            "budget-window-zero",
+            json!({ "members": one, "budget": { "maxCost": "5", "window": "0s" } }),
+            vec!["spec.budget.window", "budget window must be longer than 0s"],
         ),
         (
             "budget-cost-words",

@@ -224,3 +224,62 @@ async fn a_groups_budget_stops_all_its_members_and_raising_it_resumes_them() {
         .await;
     }
 }
+
+/// A group's budget window: once it has run, the count begins again and the members resume,
+/// with no change to wake the group but the window's end.
+#[tokio::test]
+async fn a_groups_budget_window_lets_its_members_resume_once_it_has_moved_on() {
+    let (ns, _operator) = setup_prompt().await;
+    ns.create_policy("p", json!({ "backoff": { "type": "Immediate" } }))
+        .await;
+    for name in ["scout", "idle"] {
+        ns.create_agent(name, json!({ "restartPolicyRef": { "name": "p" } }))
+            .await;
+    }
+    ns.create_group(
+        "crew",
+        json!({
+            "members": [{ "agent": "scout" }, { "agent": "idle" }],
+            "budget": { "maxCost": "1.00", "window": "20s" },
+        }),
+    )
+    .await;
+    ns.wait_running("scout-1").await;
+    ns.terminate("scout-1", 1, "Error", r#"{"spend": {"cost": "1.25"}}"#)
+        .await;
+    for name in ["scout", "idle"] {
+        let status = ns
+            .wait_status(name, "shut down by the group's budget", |s| {
+                s.phase == Some(agent_supervisor::api::Phase::Shutdown)
+            })
+            .await;
+        let source = status.shutdown.and_then(|s| s.source);
+        assert_eq!(source.as_deref(), Some("GroupBudget"), "{name}");
+    }
+    let spent = ns
+        .group_status("crew")
+        .await
+        .spend
+        .expect("the group's spend");
+    assert_eq!(spent.cost.as_deref(), Some("1.25"));
+    let since = spent.since.expect("since when it counts").0;
+
+    // The window runs 20 s from the first spend counted: then the count is 0 and both resume.
+    for name in ["scout", "idle"] {
+        ns.wait_status(name, "resumed once the group's window moved on", |s| {
+            s.shutdown.is_none() && s.phase == Some(agent_supervisor::api::Phase::Running)
+        })
+        .await;
+    }
+    let spent = ns
+        .group_status("crew")
+        .await
+        .spend
+        .expect("the group's spend");
+    assert_eq!(spent.cost.as_deref(), Some("0.00"));
+    let begun = spent.since.expect("the new window's start").0;
+    assert!(
+        begun.duration_since(since) >= jiff::SignedDuration::from_secs(20),
+        "the new window began {begun}, the first at {since}"
+    );
+}

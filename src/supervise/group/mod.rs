@@ -27,6 +27,7 @@ pub use decide::{GroupEvent, GroupEventReason, GroupPlan, Related, decide_group}
 pub use membership::{GroupSpecView, Membership, Refusal};
 pub use view::{
     AgentView, ChildView, Crash, Directive, GroupFacts, GroupInput, MemberFacts, MemberState,
+    SpendSeen,
 };
 
 /// A group's condition types.

@@ -65,7 +65,7 @@ pub struct AgentView {
     pub suspended: bool,
     pub shutdown: Option<Shutdown>,
     /// What it reports it spent (`status.spend`).
-    pub spend: Option<crate::api::Spend>,
+    pub spend: Option<SpendSeen>,
     /// Its own policy gave up on it (phase Stopped, not by its group): it stays stopped until
     /// it is reset, whatever its group does.
     pub given_up: bool,
@@ -97,7 +97,16 @@ pub struct ChildView {
     pub gave_up: Option<u32>,
     pub shutdown: Option<Shutdown>,
     /// What its members spent, summed.
-    pub spend: Option<crate::api::Spend>,
+    pub spend: Option<SpendSeen>,
+}
+
+/// What a member reports it spent: its total, and since when that total counts.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SpendSeen {
+    pub cost: Option<String>,
+    pub tokens: Option<u64>,
+    /// Another value than before: the member's total began again (its own budget window).
+    pub since: Option<crate::api::Time>,
 }
 
 impl AgentView {
@@ -145,9 +154,10 @@ impl AgentView {
             ready,
             suspended,
             shutdown: s.shutdown.clone(),
-            spend: s.spend.as_ref().map(|s| crate::api::Spend {
+            spend: s.spend.as_ref().map(|s| SpendSeen {
                 cost: s.cost.clone(),
                 tokens: s.tokens,
+                since: Some(s.since.clone()),
             }),
             given_up,
             crash: crash.map(|(record, trigger, due)| Crash {
@@ -177,7 +187,11 @@ impl ChildView {
             restart_count: s.restart_count,
             gave_up: s.gave_up.as_ref().map(|g| g.incarnation),
             shutdown: s.shutdown.clone(),
-            spend: s.spend.clone(),
+            spend: s.spend.as_ref().map(|s| SpendSeen {
+                cost: s.cost.clone(),
+                tokens: s.tokens,
+                since: s.since.clone(),
+            }),
         }
     }
 

@@ -31,6 +31,9 @@ pub struct GroupPlan {
     /// The group's status: its members' summary and its orders to them.
     pub status: AgentGroupStatus,
     pub events: Vec<GroupEvent>,
+    /// Decide again within this, whatever changes before: its budget's window ends then
+    /// (counted from the decision's time, which is never later than the clock's).
+    pub wake: Option<std::time::Duration>,
 }
 
 /// An Event to record on the group.
@@ -102,6 +105,7 @@ pub fn decide_group(mut input: GroupInput) -> GroupPlan {
         entries: Vec::new(),
         events: Vec::new(),
         budget_ordered,
+        wake_at: None,
     };
     d.run();
     d.finish()
@@ -116,6 +120,8 @@ struct GroupDecider<'a> {
     events: Vec<GroupEvent>,
     /// The members were told to shut down for the budget before this decision (said once).
     budget_ordered: bool,
+    /// When to decide again, whatever changes before.
+    wake_at: Option<Timestamp>,
 }
 
 impl GroupDecider<'_> {

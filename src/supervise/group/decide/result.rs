@@ -120,6 +120,10 @@ impl GroupDecider<'_> {
         GroupPlan {
             status: self.s,
             events: self.events,
+            wake: self.wake_at.map(|at| {
+                let left = at.duration_since(self.now);
+                left.max(jiff::SignedDuration::ZERO).unsigned_abs()
+            }),
         }
     }
 }
