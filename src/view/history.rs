@@ -59,6 +59,9 @@ pub struct Attempt {
     /// as the `Budget`); no restart follows one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shutdown: Option<Shutdown>,
+    /// No restart follows it: the agent is `Stopped` (its policy or its group gave up).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stopped: bool,
 }
 
 /// The agent's attempts, oldest first: one per history entry, then the last attempt if it ended
@@ -84,6 +87,14 @@ pub fn attempts(agent: &Agent) -> Vec<Attempt> {
         && last.restarted_at.is_none()
     {
         last.shutdown = Some(shutdown.clone());
+    }
+    // Given up on: the last crash has no restart after it either, until a reset.
+    if status.phase == Some(Phase::Stopped)
+        && let Some(last) = out.last_mut()
+        && last.attempt == status.attempt
+        && last.restarted_at.is_none()
+    {
+        last.stopped = true;
     }
     let last = status.attempt > 0 && out.last().is_none_or(|last| last.attempt < status.attempt);
     let running = matches!(status.phase, Some(Phase::Running | Phase::Pending));
@@ -138,6 +149,7 @@ fn last_attempt(status: &AgentStatus, started_at: Option<Time>) -> Attempt {
         progress: status.progress.as_ref().map(|p| p.value),
         spend,
         shutdown: shutdown.cloned(),
+        stopped: false,
     }
 }
 
@@ -173,6 +185,7 @@ fn from_record(r: &RestartRecord) -> Attempt {
         progress: r.progress,
         spend: r.spend.clone(),
         shutdown: None,
+        stopped: false,
     }
 }
 
@@ -233,7 +246,7 @@ pub fn render(agent: &Agent, now: Timestamp, paint: Paint) -> String {
                 a.backoff.map(duration).unwrap_or_else(|| "-".into()),
                 match (&a.restarted_at, a.current) {
                     (_, true) => "-".into(),
-                    _ if a.shutdown.is_some() => "none".into(),
+                    _ if a.shutdown.is_some() || a.stopped => "none".into(),
                     (Some(_), _) => a
                         .trigger
                         .map(|t| t.as_str().to_string())

@@ -24,6 +24,11 @@ pub struct Node {
     pub ready: Option<String>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub significant: bool,
+    /// A group's spend (`status.spend`), and its budget: shown when either is there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spend: Option<crate::api::Spend>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<super::spend::Limit>,
     /// Why the node is not running, or when it restarts, in a few words.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -104,6 +109,11 @@ impl<'a> Objects<'a> {
             strategy: Some(strategy(group.spec.strategy).to_string()),
             ready: status.ready.clone(),
             significant,
+            spend: status.spend.as_ref().map(|s| crate::api::Spend {
+                cost: s.cost.clone(),
+                tokens: s.tokens,
+            }),
+            budget: group.spec.budget.as_ref().map(super::spend::Limit::from),
             note: None,
             members: Vec::new(),
         };
@@ -172,6 +182,8 @@ impl<'a> Objects<'a> {
             strategy: None,
             ready: None,
             significant,
+            spend: None,
+            budget: None,
             note,
             members: Vec::new(),
         }
@@ -187,6 +199,8 @@ fn missing(kind: &str, name: &str, significant: bool) -> Node {
         strategy: None,
         ready: None,
         significant,
+        spend: None,
+        budget: None,
         note: Some(format!("no {kind} of that name in this namespace")),
         members: Vec::new(),
     }
@@ -249,9 +263,42 @@ fn label(node: &Node, paint: Paint) -> String {
     if node.significant {
         parts.push("significant".into());
     }
+    if node.spend.is_some() || node.budget.is_some() {
+        let (spent, budget) = (node.spend.as_ref(), node.budget.as_ref());
+        parts.push(format!(
+            "spent {}",
+            super::spend::painted(spent, budget, paint)
+        ));
+    }
     let mut text = parts.join("  ");
     if let Some(note) = &node.note {
         text.push_str(&paint.dim(&format!("  ({note})")));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_shows_its_spend_against_its_budget() {
+        let group: AgentGroup = serde_json::from_value(serde_json::json!({
+            "apiVersion": "supervisor.dev/v1alpha1",
+            "kind": "AgentGroup",
+            "metadata": { "name": "crew", "namespace": "ns" },
+            "spec": { "members": [{ "agent": "scout" }], "budget": { "maxCost": "1.00" } },
+            "status": { "phase": "Running", "spend": { "cost": "1.25", "since": "2026-12-03T09:00:00Z" } },
+        }))
+        .unwrap();
+        let groups = [group];
+        let objects = Objects::new(&groups, &[]);
+        let node = objects.tree("crew", Timestamp::UNIX_EPOCH);
+        let text = render(&node, Paint::PLAIN);
+        let first = text.lines().next().unwrap_or_default();
+        assert!(first.contains("spent 1.25/1.00"), "{text}");
+        let json = serde_json::to_value(&node).unwrap();
+        assert_eq!(json["budget"]["maxCost"], "1.00");
+        assert_eq!(json["spend"]["cost"], "1.25");
+    }
 }

@@ -222,3 +222,65 @@ async fn list_and_history_show_spend_against_the_budget() {
         &["running", "0.50", "Spent in all: 0.50, 900 tokens"],
     );
 }
+
+/// A member stopped by its group's budget: `why` names the group's budget and its window, and
+/// `tree` shows the group's spend against it.
+#[tokio::test]
+async fn a_member_stopped_by_its_groups_budget_is_explained() {
+    use agent_supervisor::api::AgentGroup;
+    use kube::api::{Patch, PatchParams, PostParams};
+
+    let ns = setup().await;
+    let group: AgentGroup = serde_json::from_value(json!({
+        "apiVersion": "supervisor.dev/v1alpha1", "kind": "AgentGroup",
+        "metadata": { "name": "crew" },
+        "spec": {
+            "members": [{ "agent": "scout" }],
+            "budget": { "maxCost": "1.00", "window": "24h" },
+        }
+    }))
+    .unwrap();
+    ns.api::<AgentGroup>()
+        .create(&PostParams::default(), &group)
+        .await
+        .expect("create group");
+    let status = json!({ "status": {
+        "phase": "Running", "ready": "0/1",
+        "spend": { "cost": "1.25", "since": at(-3600), "members": [
+            { "kind": "Agent", "name": "scout", "since": at(-3600), "cost": "1.25" }
+        ] },
+    }});
+    ns.api::<AgentGroup>()
+        .patch_status("crew", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("write group status");
+    agent_with(
+        &ns,
+        "scout",
+        json!({}),
+        json!({
+            "phase": "Shutdown", "attempt": 2, "group": { "name": "crew" },
+            "shutdown": { "type": "Economic", "source": "GroupBudget", "at": at(-600),
+                "reason": "group crew's spend budget is used up: 1.25 of 1.00" },
+            "spend": spend("1.25", 0, 2, json!({ "cost": "0.25" })),
+        }),
+    )
+    .await;
+    let why = plugin(&ns, &["why", "scout"]);
+    assert_says(
+        &why,
+        &[
+            "was stopped 10m ago by the spend budget of group crew: group crew's spend budget is used up: 1.25 of 1.00",
+            "when the group's 24h budget window, begun 60m ago, moves on",
+            &format!("kubectl patch agentgroup crew -n {}", ns.name),
+        ],
+    );
+    let tree = plugin(&ns, &["tree", "crew"]);
+    assert!(
+        tree.lines()
+            .next()
+            .unwrap_or_default()
+            .contains("spent 1.25/1.00"),
+        "{tree}"
+    );
+}

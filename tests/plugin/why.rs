@@ -209,10 +209,24 @@ async fn stopped_by_the_restart_limit(ns: &TestNamespace, careful: &Value) {
         json!({
             "phase": "Stopped", "attempt": 4, "restartCount": 3, "consecutiveFailures": 4,
             "lastFailure": failure("Error", 2, "bad config", 900),
+            "restartHistory": [{
+                "attempt": 4, "trigger": "Failure", "failedAt": at(-900), "reason": "Error",
+                "class": "Transient", "exitCode": 2, "message": "bad config", "ranFor": "5s",
+            }],
             "conditions": [condition("Ready", "False", "RestartLimitExceeded", "more than 3 restarts", -900)],
         }),
     )
     .await;
+    // Its last crash has no restart after it: not one pending.
+    let history = plugin(ns, &["history", "limited"]);
+    let row = history
+        .lines()
+        .find(|l| l.starts_with('4'))
+        .unwrap_or_default();
+    assert!(
+        row.contains("none") && !row.contains("pending"),
+        "{history}"
+    );
     let why = plugin(ns, &["why", "limited"]);
     assert_says(
         &why,

@@ -229,6 +229,12 @@ fn node_html(h: &mut String, node: &Node) {
         1 => " · 1 restart".to_string(),
         n => format!(" · {n} restarts"),
     });
+    if node.spend.is_some() || node.budget.is_some() {
+        let (spent, budget) = (node.spend.as_ref(), node.budget.as_ref());
+        let class = spend::standing(spent, budget).unwrap_or("spend");
+        let words = escape(&spend::words(spent, budget));
+        h.push_str(&format!(" · spent <span class=\"{class}\">{words}</span>"));
+    }
     if let Some(note) = &node.note {
         h.push_str(&format!(" <span class=\"note\">({})</span>", escape(note)));
     }

@@ -207,10 +207,13 @@ fn groups_are_drawn_as_trees_and_outages_listed() {
             "planner",
             json!({ "phase": "Running", "attempt": 1 }),
         )],
-        groups: vec![
-            group("outer", json!([{ "group": "inner" }])),
-            group("inner", json!([{ "agent": "planner" }])),
-        ],
+        groups: vec![group("outer", json!([{ "group": "inner" }])), {
+            let mut inner = group("inner", json!([{ "agent": "planner" }]));
+            inner.spec.budget = serde_json::from_value(json!({ "maxCost": "2.00" })).unwrap();
+            inner.status.as_mut().unwrap().spend =
+                serde_json::from_value(json!({ "cost": "1.70" })).unwrap();
+            inner
+        }],
         policies: vec![policy],
     });
     assert_eq!(p.groups.len(), 1, "one root");
@@ -225,6 +228,12 @@ fn groups_are_drawn_as_trees_and_outages_listed() {
     );
     assert!(out.contains("Error: provider &lt;503&gt;"), "{out}");
     assert!(out.contains(">in 60s</time>"), "{out}");
+    // A group's spend against its budget, amber past warnAt.
+    assert!(
+        out.contains("· spent <span class=\"low\">1.70/2.00</span>"),
+        "{out}"
+    );
+    assert!(!out.contains("group outer</strong> <span class=\"Running\">Running</span> · OneForAll · ready 1/1 · 0 restarts · spent"), "{out}");
 }
 
 #[test]

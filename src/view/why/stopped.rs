@@ -65,6 +65,9 @@ pub(super) fn shut_down(c: &Context, why: &mut Why) {
     if shutdown.source.as_deref() == Some("Budget") {
         return stopped_by_budget(c, why, &when, &reason);
     }
+    if shutdown.source.as_deref() == Some("GroupBudget") {
+        return stopped_by_group_budget(c, why, &when, &reason);
+    }
     why.happened = format!(
         "Agent {name} shut down{when} for {kind} reason{reason}{message}{source}. That was a decision to stop, not a crash."
     );
@@ -105,6 +108,34 @@ fn stopped_by_budget(c: &Context, why: &mut Why, when: &str, reason: &str) {
     };
     why.command = Some(format!(
         r#"kubectl patch restartpolicy {policy} -n {namespace} --type=merge -p '{{"spec":{{"budget":{{"maxCost":"<more>"}}}}}}'"#
+    ));
+}
+
+/// Shut down by its group: the members' spend reached the group's budget (or one above it).
+fn stopped_by_group_budget(c: &Context, why: &mut Why, when: &str, reason: &str) {
+    let group = c.facts.group;
+    let group_name = (group.and_then(|g| g.metadata.name.clone()))
+        .or_else(|| c.status.group.as_ref().map(|g| g.name.clone()))
+        .unwrap_or_else(|| "its group".into());
+    why.happened = format!(
+        "Agent {} was stopped{when} by the spend budget of group {group_name}{reason}. Every member of the group is stopped while that budget is spent.",
+        c.name
+    );
+    let window = group
+        .and_then(|g| g.spec.budget.as_ref())
+        .and_then(|b| b.window);
+    let since = group.and_then(|g| g.status.as_ref()?.spend.as_ref()?.since.clone());
+    why.next = match (window, since) {
+        (Some(window), Some(since)) => format!(
+            "It resumes by itself when the group's {window} budget window, begun {}, moves on, or at once if the group's budget is raised.",
+            c.at(&since)
+        ),
+        _ => "It resumes at once if the group's budget is raised (or removed).".into(),
+    };
+    why.action = "To let the group spend more, raise its budget:".into();
+    why.command = Some(format!(
+        r#"kubectl patch agentgroup {group_name} -n {} --type=merge -p '{{"spec":{{"budget":{{"maxCost":"<more>"}}}}}}'"#,
+        c.namespace
     ));
 }
 
