@@ -36,6 +36,10 @@ pub fn problems(m: &Measured) -> Vec<String> {
         audit::writes(&m.converge_requests) >= m.agents as u64,
         "fewer writes in the audit log than pods created while converging",
     );
+    check(
+        m.converge_idle_after_s.is_some(),
+        "not idle after converging: its requests and the steady state are not apart",
+    );
     check(m.restarts > 0, "no restarts in the storm");
     check(
         m.storm_newcomers > 0
@@ -126,6 +130,7 @@ mod tests {
             storm_requests: requests.clone(),
             until_idle_requests: Requests::from([("create pods".into(), 45)]),
             idle_after_s: Some(4.0),
+            converge_idle_after_s: Some(9.0),
             peak_finished_per_agent: Some(2),
             peak_finished: Some(6),
             status_records,

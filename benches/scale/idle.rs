@@ -1,5 +1,5 @@
-//! When a controller is idle after the storm: no request of its user agent in the storm's
-//! namespace in the audit log for `QUIET`, waiting at most `WAIT`. The log is followed as it
+//! When a controller is idle after a phase (the converge, the storm): no request of its user
+//! agent in the phase's namespace in the audit log for `QUIET`, waiting at most `WAIT`. The log is followed as it
 //! grows (`Tail`), not read again from its start each time.
 
 use std::collections::HashMap;
@@ -16,7 +16,8 @@ use crate::audit;
 /// interval (10 s), so that the writes it merges and sends when an Agent's interval is up count.
 pub const QUIET: Duration = Duration::from_secs(15);
 
-/// How long after the storm's end the benchmark waits at most for the idle point.
+/// How long after a phase's end (every pod running, the storm over) the benchmark waits at most
+/// for the idle point.
 pub const WAIT: Duration = Duration::from_secs(120);
 
 /// The last request seen since a moment, and whether it has been quiet long enough.

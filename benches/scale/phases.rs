@@ -1,5 +1,6 @@
 //! The phases, each in a namespace of its own that is gone before the next begins:
-//! converge (N Agents until every pod is Running, and every phase in their status), a quiet
+//! converge (N Agents until every pod is Running and the controller is idle, and every phase in
+//! their status), a quiet
 //! stretch (writes in steady state), and a storm (`storm`: M Agents crash-looping, restarted
 //! at once, until the controller is idle after it). What they share is here too.
 
@@ -20,7 +21,7 @@ use serde_json::json;
 use crate::pod_watch::CHAOS_LABEL;
 use crate::procfs::{cpu_seconds, memory_mib};
 use crate::report::{Measured, millis};
-use crate::{agent_watch, audit, pod_watch, storm};
+use crate::{agent_watch, audit, idle, pod_watch, storm};
 
 #[derive(Clone, clap::Args)]
 pub struct Options {
@@ -138,13 +139,19 @@ async fn converge(client: &Client, options: &Options, m: &mut Measured) -> anyho
     m.samples.seen_pod_ms = millis(&seen_latencies);
     m.converge_cpu_s = cpu_seconds(options.pid)? - cpu0;
     m.rss_converged_mib = memory_mib(options.pid, "VmRSS")?;
+    // Until the controller is idle: a change it still owes the status (the operator writes each
+    // within its status interval, `Running` an interval after `Pending`) counts here, not in the
+    // steady state after it.
+    let mut tail = idle::Tail::new(&options.audit_dir, false)?;
     let wall1 = Timestamp::now();
+    let (last, idle_at) = idle::wait(&mut tail, &options.user_agent, &ns, wall1).await?;
+    m.converge_idle_after_s = last.map(|last| audit::between(wall1, last).as_secs_f64());
     tokio::time::sleep(Duration::from_secs(1)).await;
     m.converge_requests = audit::count(
         &options.audit_dir,
         &options.user_agent,
         &ns,
-        (wall0, wall1),
+        (wall0, idle_at),
         None,
     )?;
     // The same latency by the API server's clock.
@@ -152,7 +159,8 @@ async fn converge(client: &Client, options: &Options, m: &mut Measured) -> anyho
     m.create_to_pod_timed = latencies.len();
     m.samples.create_to_pod_ms = millis(&latencies);
 
-    // Steady state: nothing changes, so a controller should write nothing.
+    // Steady state, from the idle point on: nothing changes, so a controller should write
+    // nothing (one that kept writing was never idle, and its writes count here too).
     let quiet0 = Timestamp::now();
     tokio::time::sleep(Duration::from_secs_f64(options.quiet)).await;
     let quiet1 = Timestamp::now();

@@ -61,6 +61,7 @@ pub fn pool(runs: &[Measured]) -> Measured {
         converge_cpu_s: mean(|m| m.converge_cpu_s),
         rss_converged_mib: max(|m| m.rss_converged_mib),
         converge_requests: requests(|m| &m.converge_requests),
+        converge_idle_after_s: latest(runs.iter().map(|m| m.converge_idle_after_s)),
         quiet_writes: sum(|m| m.quiet_writes),
         restarts: sum(|m| m.restarts),
         failures: sum(|m| m.failures),

@@ -52,6 +52,10 @@ pub struct Measured {
     pub converge_cpu_s: f64,
     pub rss_converged_mib: f64,
     pub converge_requests: Requests,
+    /// The controller's last request after every pod ran, in seconds after it, followed by
+    /// `idle::QUIET` without one; none when it was not idle within `idle::WAIT`.
+    #[serde(default)]
+    pub converge_idle_after_s: Option<f64>,
     pub quiet_writes: u64,
     pub restarts: u64,
     /// Failures in the storm's window, and those still unreplaced at its end (timed as if

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use crate::audit::Requests;
 use crate::report::Measured;
-use crate::table_storm;
+use crate::{idle, table_storm};
 
 /// Markdown rows of four cells: what, the operator's, the baseline's, their ratio.
 pub struct Rows(pub String);
@@ -164,8 +164,21 @@ pub fn table(op: &Measured, bare: &Measured) -> String {
         format!("{:.0} MiB", bare.rss_converged_mib),
         ratio(num(op.rss_converged_mib), num(bare.rss_converged_mib)),
     );
+    let idle = |m: &Measured| match m.converge_idle_after_s {
+        Some(s) => format!("{s:.1} s"),
+        None => format!("not idle within {} s", idle::WAIT.as_secs()),
+    };
     out.row(
-        "API requests per Agent to converge",
+        &format!(
+            "idle point: the controller's last request after every pod ran, the latest round's (then {} s without one)",
+            idle::QUIET.as_secs()
+        ),
+        idle(op),
+        idle(bare),
+        String::new(),
+    );
+    out.row(
+        "API requests per Agent to converge, counting everything until idle",
         per(&op.converge_requests, op.agents as f64),
         per(&bare.converge_requests, bare.agents as f64),
         ratio(
@@ -177,7 +190,7 @@ pub fn table(op: &Measured, bare: &Measured) -> String {
         |m: &Measured| m.quiet_writes as f64 * 60.0 / (m.quiet_s * m.rounds.max(1) as f64);
     out.row(
         &format!(
-            "writes per minute in steady state ({:.0} s after converging)",
+            "writes per minute in steady state ({:.0} s from the idle point)",
             op.quiet_s
         ),
         format!("{:.1}", per_minute(op)),
