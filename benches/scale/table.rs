@@ -164,17 +164,14 @@ pub fn table(op: &Measured, bare: &Measured) -> String {
         format!("{:.0} MiB", bare.rss_converged_mib),
         ratio(num(op.rss_converged_mib), num(bare.rss_converged_mib)),
     );
-    let idle = |m: &Measured| match m.converge_idle_after_s {
-        Some(s) => format!("{s:.1} s"),
-        None => format!("not idle within {} s", idle::WAIT.as_secs()),
-    };
     out.row(
         &format!(
-            "idle point: the controller's last request after every pod ran, the latest round's (then {} s without one)",
+            "idle point: the controller's last request after every pod ran{} (then {} s without one)",
+            if op.rounds > 1 { ", the latest round's" } else { "" },
             idle::QUIET.as_secs()
         ),
-        idle(op),
-        idle(bare),
+        table_storm::idle_point(op.converge_idle_after_s),
+        table_storm::idle_point(bare.converge_idle_after_s),
         String::new(),
     );
     out.row(

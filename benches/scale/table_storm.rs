@@ -117,18 +117,14 @@ pub fn rows(out: &mut Rows, op: &Measured, bare: &Measured) {
             num(per_restart(&bare.until_idle_requests, bare)),
         ),
     );
-    let idle = |m: &Measured| match m.idle_after_s {
-        Some(s) => format!("{s:.1} s"),
-        None => format!("not idle within {} s", idle::WAIT.as_secs()),
-    };
     out.row(
         &format!(
             "idle point: the controller's last request after the storm's end{} (then {} s without one)",
             if rounds > 1 { ", the latest round's" } else { "" },
             idle::QUIET.as_secs()
         ),
-        idle(op),
-        idle(bare),
+        idle_point(op.idle_after_s),
+        idle_point(bare.idle_after_s),
         String::new(),
     );
     let after = |m: &Measured| mean(m.restarts_after_storm, m);
@@ -182,6 +178,14 @@ pub fn rows(out: &mut Rows, op: &Measured, bare: &Measured) {
         ms(b),
         ratio(a, b),
     );
+}
+
+/// An idle point in words: seconds after the phase's end, or that there was none.
+pub fn idle_point(after: Option<f64>) -> String {
+    match after {
+        Some(s) => format!("{s:.1} s"),
+        None => format!("not idle within {} s", idle::WAIT.as_secs()),
+    }
 }
 
 #[cfg(test)]
