@@ -113,6 +113,23 @@ async fn agent_with(ns: &TestNamespace, name: &str, spec: Value, status: Value) 
         .unwrap_or_else(|e| panic!("write the status of {name}: {e}"))
 }
 
+/// Creates a group and writes its status, as the operator would have.
+async fn group_with(ns: &TestNamespace, name: &str, spec: Value, status: Value) {
+    let group: agent_supervisor::api::AgentGroup = serde_json::from_value(serde_json::json!({
+        "apiVersion": "supervisor.dev/v1alpha1", "kind": "AgentGroup",
+        "metadata": { "name": name }, "spec": spec,
+    }))
+    .unwrap_or_else(|e| panic!("group {name}: {e}"));
+    let api = ns.api::<agent_supervisor::api::AgentGroup>();
+    api.create(&kube::api::PostParams::default(), &group)
+        .await
+        .unwrap_or_else(|e| panic!("create group {name}: {e}"));
+    let patch = serde_json::json!({ "status": status });
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap_or_else(|e| panic!("write the status of group {name}: {e}"));
+}
+
 fn assert_says(text: &str, parts: &[&str]) {
     for part in parts {
         assert!(text.contains(part), "expected {part:?} in:\n{text}");

@@ -1,36 +1,28 @@
 //! `why` and `tree` on the members of an AgentGroup.
 
-use agent_supervisor::api::AgentGroup;
-use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::support;
-use crate::{agent_with, assert_says, at, condition, failure, plugin, plugin_with, setup};
+use crate::{
+    agent_with, assert_says, at, condition, failure, group_with, plugin, plugin_with, setup,
+};
 
 #[tokio::test]
 async fn group_members_are_explained_and_drawn_as_a_tree() {
     let ns = setup().await;
-    let group: AgentGroup = serde_json::from_value(json!({
-        "apiVersion": "supervisor.dev/v1alpha1", "kind": "AgentGroup",
-        "metadata": { "name": "crew" },
-        "spec": { "strategy": "OneForAll", "members": [{ "agent": "planner" }, { "agent": "tools" }] }
-    }))
-    .unwrap();
-    ns.api::<AgentGroup>()
-        .create(&PostParams::default(), &group)
-        .await
-        .expect("create group");
-    let status = json!({ "status": {
-        "phase": "Restarting", "ready": "1/2", "restartCount": 1,
-        "members": [
-            { "name": "planner", "kind": "Agent", "phase": "Running" },
-            { "name": "tools", "kind": "Agent", "phase": "BackingOff", "waitingFor": "planner" }
-        ]
-    }});
-    ns.api::<AgentGroup>()
-        .patch_status("crew", &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .expect("write group status");
+    group_with(
+        &ns,
+        "crew",
+        json!({ "strategy": "OneForAll", "members": [{ "agent": "planner" }, { "agent": "tools" }] }),
+        json!({
+            "phase": "Restarting", "ready": "1/2", "restartCount": 1,
+            "members": [
+                { "name": "planner", "kind": "Agent", "phase": "Running" },
+                { "name": "tools", "kind": "Agent", "phase": "BackingOff", "waitingFor": "planner" }
+            ]
+        }),
+    )
+    .await;
     agent_with(
         &ns,
         "planner",

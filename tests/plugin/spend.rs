@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::{agent_with, assert_says, at, failure, plugin, setup};
+use crate::{agent_with, assert_says, at, failure, group_with, plugin, setup};
 
 /// The cell of `column` in the row of agent `name`: from where its header starts to where the
 /// next header starts (the table is aligned, and these cells are ASCII).
@@ -227,33 +227,22 @@ async fn list_and_history_show_spend_against_the_budget() {
 /// `tree` shows the group's spend against it.
 #[tokio::test]
 async fn a_member_stopped_by_its_groups_budget_is_explained() {
-    use agent_supervisor::api::AgentGroup;
-    use kube::api::{Patch, PatchParams, PostParams};
-
     let ns = setup().await;
-    let group: AgentGroup = serde_json::from_value(json!({
-        "apiVersion": "supervisor.dev/v1alpha1", "kind": "AgentGroup",
-        "metadata": { "name": "crew" },
-        "spec": {
+    group_with(
+        &ns,
+        "crew",
+        json!({
             "members": [{ "agent": "scout" }],
             "budget": { "maxCost": "1.00", "window": "24h" },
-        }
-    }))
-    .unwrap();
-    ns.api::<AgentGroup>()
-        .create(&PostParams::default(), &group)
-        .await
-        .expect("create group");
-    let status = json!({ "status": {
-        "phase": "Running", "ready": "0/1",
-        "spend": { "cost": "1.25", "since": at(-3600), "members": [
-            { "kind": "Agent", "name": "scout", "since": at(-3600), "cost": "1.25" }
-        ] },
-    }});
-    ns.api::<AgentGroup>()
-        .patch_status("crew", &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .expect("write group status");
+        }),
+        json!({
+            "phase": "Running", "ready": "0/1",
+            "spend": { "cost": "1.25", "since": at(-3600), "members": [
+                { "kind": "Agent", "name": "scout", "since": at(-3600), "cost": "1.25" }
+            ] },
+        }),
+    )
+    .await;
     agent_with(
         &ns,
         "scout",

@@ -9,8 +9,6 @@
 //! operator killed) adds nothing, a member that leaves takes nothing of what was counted with
 //! it, and a member whose own window begins again (another `since`) counts its new total whole.
 
-use jiff::Timestamp;
-
 use super::GroupDecider;
 use super::GroupEventReason;
 use crate::api::{GroupSpend, MemberSpend, ShutdownType, StopOrder, StopReason, Time};
@@ -114,15 +112,15 @@ impl GroupDecider<'_> {
             since = Some(Time(self.now));
         }
         let window = self.input.group.spec.budget.as_ref().and_then(|b| b.window);
-        if let (Some(window), Some(start)) = (window, since.as_ref()) {
+        if let (Some(window), Some(start)) = (window, since.as_mut()) {
             // What grew until now belongs to the window that ends: counted above, then begun
             // again from the members' totals as they are now.
             if add(start.0, window.as_std()) <= self.now {
                 total = total.zeroed();
-                since = Some(Time(self.now));
+                *start = Time(self.now);
             }
-            let start = since.as_ref().map_or(self.now, |s| s.0);
-            self.wake(add(start, window.as_std()));
+            // Decide again when this window ends, whatever changes before.
+            self.wake_at = Some(add(start.0, window.as_std()));
         }
         self.s.spend = (total.any() || !members.is_empty()).then(|| GroupSpend {
             cost: total.cost.map(|c| c.to_string()),
@@ -179,10 +177,5 @@ impl GroupDecider<'_> {
             });
         }
         true
-    }
-
-    /// Decide again no later than `at`.
-    fn wake(&mut self, at: Timestamp) {
-        self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
     }
 }
