@@ -126,6 +126,35 @@ pub fn created(
     Ok(created)
 }
 
+/// When each object of `namespace` had its status first written, by whoever: the moment the API
+/// server completed its first status write that succeeded (a patch or an update of
+/// `<resource>/status`), by object name.
+pub fn first_status_written(
+    dir: &Path,
+    namespace: &str,
+    resource: &str,
+) -> anyhow::Result<HashMap<String, Timestamp>> {
+    let mut written = HashMap::new();
+    each_request(dir, &format!("\"namespace\":\"{namespace}\""), |event| {
+        let object = &event["objectRef"];
+        if !matches!(event["verb"].as_str(), Some("patch" | "update"))
+            || object["resource"] != resource
+            || object["subresource"] != "status"
+            || object["namespace"] != namespace
+            || !succeeded(event)
+        {
+            return;
+        }
+        if let (Some(name), Some(at)) =
+            (object["name"].as_str(), timestamp(event, "stageTimestamp"))
+        {
+            let first = written.entry(name.to_string()).or_insert(at);
+            *first = (*first).min(at);
+        }
+    })?;
+    Ok(written)
+}
+
 /// Whether the request succeeded (a 2xx answer).
 fn succeeded(event: &serde_json::Value) -> bool {
     event["responseStatus"]["code"]
@@ -308,5 +337,41 @@ mod tests {
             "the first two patches, not the last"
         );
         assert_eq!(steps.kwok_patch, ms(&[150, 150, 20]));
+    }
+
+    #[test]
+    fn an_object_s_status_is_first_written_by_its_earliest_status_write_that_succeeded() {
+        let dir = std::env::temp_dir().join(format!("first-status-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut refused = serde_json::from_str::<serde_json::Value>(&line(
+            "patch",
+            Some("status"),
+            "b",
+            "op",
+            ("01.000", "01.100"),
+        ))
+        .unwrap();
+        refused["responseStatus"]["code"] = 409.into();
+        let log = [
+            line("create", None, "a", "op", ("00.000", "00.010")),
+            // Served after the next one, logged before it.
+            line("patch", Some("status"), "a", "op", ("02.000", "09.000")),
+            line("update", Some("status"), "a", "op", ("03.000", "03.500")),
+            refused.to_string(),
+            line("patch", None, "b", "op", ("01.500", "01.600")),
+            line("patch", Some("status"), "b", "op", ("04.000", "04.200")),
+            line("patch", Some("binding"), "c", "op", ("04.000", "04.200")),
+        ];
+        std::fs::write(dir.join("audit.log"), log.join("\n") + "\n").unwrap();
+        let written = first_status_written(&dir, "ns", "pods").unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let at = |s: &str| {
+            format!("2026-11-29T05:00:{s}Z")
+                .parse::<Timestamp>()
+                .unwrap()
+        };
+        assert_eq!(written.len(), 2, "{written:?}");
+        assert_eq!(written["a"], at("03.500"));
+        assert_eq!(written["b"], at("04.200"));
     }
 }

@@ -83,14 +83,18 @@ pub fn problems(m: &Measured) -> Vec<String> {
     // The status lag figures: the operator's are required, the baseline's only shown.
     check(
         !m.status_records
-            || (m.storm_status_lag_p50_ms.is_some() && m.converge_status_lag_p50_ms.is_some()),
-        "no status lag (pod Failed → restartHistory, Agent created → phase)",
+            || (m.storm_status_lag_p50_ms.is_some()
+                && m.converge_status_lag_p50_ms.is_some()
+                && m.converge_written_p50_ms.is_some()),
+        "no status lag (pod Failed → restartHistory, Agent created → phase, → status written)",
     );
     check(
         m.storm_status_lag_p50_ms <= m.storm_status_lag_p99_ms
             && m.storm_status_lag_p99_ms <= m.storm_status_lag_max_ms
             && m.converge_status_lag_p50_ms <= m.converge_status_lag_p99_ms
-            && m.converge_status_lag_p99_ms <= m.converge_status_lag_max_ms,
+            && m.converge_status_lag_p99_ms <= m.converge_status_lag_max_ms
+            && m.converge_written_p50_ms <= m.converge_written_p99_ms
+            && m.converge_written_p99_ms <= m.converge_written_max_ms,
         "status lag percentiles out of order",
     );
     check(m.cpu_total_s >= m.converge_cpu_s, "CPU time went backwards");
@@ -149,6 +153,7 @@ mod tests {
         if status_records {
             m.samples.storm_status_lag_ms = vec![1000.0, 9000.0];
             m.samples.converge_status_lag_ms = vec![800.0];
+            m.samples.converge_written_ms = vec![700.0];
         }
         m.set_percentiles();
         m
@@ -167,12 +172,19 @@ mod tests {
         op.set_percentiles();
         assert_eq!(
             problems(&op),
-            ["operator: no status lag (pod Failed → restartHistory, Agent created → phase)"]
+            [
+                "operator: no status lag (pod Failed → restartHistory, Agent created → phase, → status written)"
+            ]
         );
-        let mut op = sane(true);
-        op.samples.converge_status_lag_ms.clear();
-        op.set_percentiles();
-        assert_eq!(problems(&op).len(), 1, "{:?}", problems(&op));
+        for clear in [
+            |s: &mut Samples| s.converge_status_lag_ms.clear(),
+            |s: &mut Samples| s.converge_written_ms.clear(),
+        ] {
+            let mut op = sane(true);
+            clear(&mut op.samples);
+            op.set_percentiles();
+            assert_eq!(problems(&op).len(), 1, "{:?}", problems(&op));
+        }
         // The baseline without records: no lag, and no problem.
         assert!(sane(false).storm_status_lag_p50_ms.is_none());
     }

@@ -158,6 +158,9 @@ async fn converge(client: &Client, options: &Options, m: &mut Measured) -> anyho
     let latencies = first_pod_latencies(&options.audit_dir, &ns, created.keys())?;
     m.create_to_pod_timed = latencies.len();
     m.samples.create_to_pod_ms = millis(&latencies);
+    // The status lag by the API server's clock too: a watch under load hears of a write late.
+    let written = first_status_latencies(&options.audit_dir, &ns, created.keys())?;
+    m.samples.converge_written_ms = millis(&written);
 
     // Steady state, from the idle point on: nothing changes, so a controller should write
     // nothing (one that kept writing was never idle, and its writes count here too).
@@ -207,6 +210,25 @@ pub fn first_pod_latencies<'a>(
         .filter_map(|agent| {
             let pod = *pods_at.get(&pod_name(agent, 1))?;
             Some(audit::between(*agents_at.get(agent)?, pod))
+        })
+        .collect())
+}
+
+/// From each Agent's create to its status's first write, each when the API server completed it
+/// (the audit log); Agents whose status was not written are left out (a baseline writes none).
+pub fn first_status_latencies<'a>(
+    audit_dir: &Path,
+    namespace: &str,
+    agents: impl Iterator<Item = &'a String>,
+) -> anyhow::Result<Vec<Duration>> {
+    let agents_at = audit::created(audit_dir, namespace, "agents")?;
+    let written_at = audit::first_status_written(audit_dir, namespace, "agents")?;
+    Ok(agents
+        .filter_map(|agent| {
+            Some(audit::between(
+                *agents_at.get(agent)?,
+                *written_at.get(agent)?,
+            ))
         })
         .collect())
 }

@@ -37,6 +37,7 @@ pub fn pool(runs: &[Measured]) -> Measured {
         create_to_pod_ms: samples(|s| &s.create_to_pod_ms),
         seen_pod_ms: samples(|s| &s.seen_pod_ms),
         converge_status_lag_ms: samples(|s| &s.converge_status_lag_ms),
+        converge_written_ms: samples(|s| &s.converge_written_ms),
         replace_ms: samples(|s| &s.replace_ms),
         storm_status_lag_ms: samples(|s| &s.storm_status_lag_ms),
         storm_newcomer_ms: samples(|s| &s.storm_newcomer_ms),

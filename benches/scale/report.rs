@@ -49,6 +49,14 @@ pub struct Measured {
     pub converge_status_lag_max_ms: Option<f64>,
     #[serde(default)]
     pub converge_phase_missing: usize,
+    /// The same by the API server's clock (the audit log): Agent created → its status first
+    /// written, for the Agents whose status was written.
+    #[serde(default)]
+    pub converge_written_p50_ms: Option<f64>,
+    #[serde(default)]
+    pub converge_written_p99_ms: Option<f64>,
+    #[serde(default)]
+    pub converge_written_max_ms: Option<f64>,
     pub converge_cpu_s: f64,
     pub rss_converged_mib: f64,
     pub converge_requests: Requests,
@@ -161,6 +169,9 @@ impl Measured {
         self.converge_status_lag_p50_ms = percentile(&s.converge_status_lag_ms, 0.50);
         self.converge_status_lag_p99_ms = percentile(&s.converge_status_lag_ms, 0.99);
         self.converge_status_lag_max_ms = percentile(&s.converge_status_lag_ms, 1.0);
+        self.converge_written_p50_ms = percentile(&s.converge_written_ms, 0.50);
+        self.converge_written_p99_ms = percentile(&s.converge_written_ms, 0.99);
+        self.converge_written_max_ms = percentile(&s.converge_written_ms, 1.0);
         self.replace_p50_ms = percentile(&s.replace_ms, 0.50);
         self.replace_p90_ms = percentile(&s.replace_ms, 0.90);
         self.replace_p99_ms = percentile(&s.replace_ms, 0.99);
@@ -180,6 +191,9 @@ pub struct Samples {
     /// Agent created → a phase in its status (`Measured::converge_status_lag_p50_ms`).
     #[serde(default)]
     pub converge_status_lag_ms: Vec<f64>,
+    /// Agent created → its status first written (`Measured::converge_written_p50_ms`).
+    #[serde(default)]
+    pub converge_written_ms: Vec<f64>,
     pub replace_ms: Vec<f64>,
     /// Storm pod Failed → its attempt in `status.restartHistory`
     /// (`Measured::storm_status_lag_p50_ms`).
