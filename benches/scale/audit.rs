@@ -106,24 +106,7 @@ pub fn created(
     namespace: &str,
     resource: &str,
 ) -> anyhow::Result<HashMap<String, Timestamp>> {
-    let mut created = HashMap::new();
-    each_request(dir, &format!("\"namespace\":\"{namespace}\""), |event| {
-        let object = &event["objectRef"];
-        if event["verb"] != "create"
-            || object["resource"] != resource
-            || object["subresource"].is_string()
-            || object["namespace"] != namespace
-            || !succeeded(event)
-        {
-            return;
-        }
-        if let (Some(name), Some(at)) =
-            (object["name"].as_str(), timestamp(event, "stageTimestamp"))
-        {
-            created.insert(name.to_string(), at);
-        }
-    })?;
-    Ok(created)
+    first_done(dir, namespace, &["create"], resource, None)
 }
 
 /// When each object of `namespace` had its status first written, by whoever: the moment the API
@@ -134,12 +117,30 @@ pub fn first_status_written(
     namespace: &str,
     resource: &str,
 ) -> anyhow::Result<HashMap<String, Timestamp>> {
-    let mut written = HashMap::new();
+    first_done(
+        dir,
+        namespace,
+        &["patch", "update"],
+        resource,
+        Some("status"),
+    )
+}
+
+/// When the API server first completed, for each object of `namespace`, a request that
+/// succeeded with one of `verbs` on `resource` (or its `subresource`), by object name.
+fn first_done(
+    dir: &Path,
+    namespace: &str,
+    verbs: &[&str],
+    resource: &str,
+    subresource: Option<&str>,
+) -> anyhow::Result<HashMap<String, Timestamp>> {
+    let mut done = HashMap::new();
     each_request(dir, &format!("\"namespace\":\"{namespace}\""), |event| {
         let object = &event["objectRef"];
-        if !matches!(event["verb"].as_str(), Some("patch" | "update"))
+        if !event["verb"].as_str().is_some_and(|v| verbs.contains(&v))
             || object["resource"] != resource
-            || object["subresource"] != "status"
+            || object["subresource"].as_str() != subresource
             || object["namespace"] != namespace
             || !succeeded(event)
         {
@@ -148,11 +149,11 @@ pub fn first_status_written(
         if let (Some(name), Some(at)) =
             (object["name"].as_str(), timestamp(event, "stageTimestamp"))
         {
-            let first = written.entry(name.to_string()).or_insert(at);
+            let first = done.entry(name.to_string()).or_insert(at);
             *first = (*first).min(at);
         }
     })?;
-    Ok(written)
+    Ok(done)
 }
 
 /// Whether the request succeeded (a 2xx answer).

@@ -204,14 +204,10 @@ pub fn first_pod_latencies<'a>(
     namespace: &str,
     agents: impl Iterator<Item = &'a String>,
 ) -> anyhow::Result<Vec<Duration>> {
-    let agents_at = audit::created(audit_dir, namespace, "agents")?;
     let pods_at = audit::created(audit_dir, namespace, "pods")?;
-    Ok(agents
-        .filter_map(|agent| {
-            let pod = *pods_at.get(&pod_name(agent, 1))?;
-            Some(audit::between(*agents_at.get(agent)?, pod))
-        })
-        .collect())
+    after_create(audit_dir, namespace, agents, |agent| {
+        pods_at.get(&pod_name(agent, 1)).copied()
+    })
 }
 
 /// From each Agent's create to its status's first write, each when the API server completed it
@@ -221,15 +217,22 @@ pub fn first_status_latencies<'a>(
     namespace: &str,
     agents: impl Iterator<Item = &'a String>,
 ) -> anyhow::Result<Vec<Duration>> {
-    let agents_at = audit::created(audit_dir, namespace, "agents")?;
     let written_at = audit::first_status_written(audit_dir, namespace, "agents")?;
+    after_create(audit_dir, namespace, agents, |agent| {
+        written_at.get(agent).copied()
+    })
+}
+
+/// From each Agent's create (the audit log) to `then` of it, for the Agents with both.
+fn after_create<'a>(
+    audit_dir: &Path,
+    namespace: &str,
+    agents: impl Iterator<Item = &'a String>,
+    then: impl Fn(&str) -> Option<Timestamp>,
+) -> anyhow::Result<Vec<Duration>> {
+    let agents_at = audit::created(audit_dir, namespace, "agents")?;
     Ok(agents
-        .filter_map(|agent| {
-            Some(audit::between(
-                *agents_at.get(agent)?,
-                *written_at.get(agent)?,
-            ))
-        })
+        .filter_map(|agent| Some(audit::between(*agents_at.get(agent)?, then(agent)?)))
         .collect())
 }
 
