@@ -30,6 +30,7 @@
 #                      operator goes first; on one BENCH_KUBECONFIG cluster the second begins
 #                      on what the first left in the API server, so the order is part of what
 #                      such a run measures)
+#   KWOK_POD_PARALLELISM  how many pod stages kwok plays at once (default: kwok's 4)
 #   BENCH_KEEP_LOGS=1  keep each control plane's logs, the audit log included, in
 #                      target/bench-scale/logs/{operator,bare}-ROUND/ when it stops (a
 #                      BENCH_KUBECONFIG cluster keeps its own)
@@ -69,6 +70,7 @@ command="N=$N M=$M STORM=$STORM QUIET=$QUIET ROUNDS=$ROUNDS RESTART_RATE=$RESTAR
 [[ -z "${OPERATOR_BIN:-}" ]] || command="OPERATOR_BIN=$OPERATOR_BIN $command"
 [[ -z "${BARE_BIN:-}" ]] || command="BARE_BIN=$BARE_BIN $command"
 [[ -z "${STORM_BACKOFF:-}" ]] || command="STORM_BACKOFF=$STORM_BACKOFF $command"
+[[ -z "${KWOK_POD_PARALLELISM:-}" ]] || command="KWOK_POD_PARALLELISM=$KWOK_POD_PARALLELISM $command"
 BARE_PODS=${BARE_PODS:-least}
 [[ "$BARE_PODS" == least ]] || command="BARE_PODS=$BARE_PODS $command"
 bare_records=()

@@ -10,7 +10,8 @@
 # exits (how a test run that started its own cluster cleans up, even when it is killed).
 # KWOK_NODES fake nodes (default 2) take up to 1000 pods each; AUDIT_LOG_MAXBACKUP rotated audit
 # logs of 200 MB are kept (default 1); APISERVER_PROFILING=true serves the API server's
-# /debug/pprof (for `go tool pprof` during a benchmark).
+# /debug/pprof (for `go tool pprof` during a benchmark); KWOK_POD_PARALLELISM sets how many pod
+# stages kwok plays at once (its podPlayStageParallelism, default 4).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -218,10 +219,17 @@ AUDIT
   log "starting kwok with $NODES fake nodes"
   [[ -f "$KWOK_STAGES/.complete" ]] || die "kwok stages missing in $KWOK_STAGES; run 'make tools'"
   local stage
-  for stage in "$KWOK_STAGES"/*.yaml; do
-    cat "$stage"
-    echo "---"
-  done >"$DIR/kwok.yaml"
+  {
+    for stage in "$KWOK_STAGES"/*.yaml; do
+      cat "$stage"
+      echo "---"
+    done
+    # How many pod stages kwok plays at once (its own default is 4).
+    [[ -z "${KWOK_POD_PARALLELISM:-}" ]] || printf '%s\n' \
+      "apiVersion: config.kwok.x-k8s.io/v1alpha1" "kind: KwokConfiguration" "options:" \
+      "  podPlayStageParallelism: $KWOK_POD_PARALLELISM" "  nodePlayStageParallelism: 4" \
+      "  nodeLeaseParallelism: 4"
+  } >"$DIR/kwok.yaml"
   start kwok kwok --kubeconfig="$KUBECONFIG_FILE" --config="$DIR/kwok.yaml" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
     --cidr=10.0.0.1/16 --node-ip=10.0.0.1 --server-address=""
