@@ -20,6 +20,8 @@ shift || true
 DIR="$REPO_ROOT/target/cluster"
 OWNER_PID=""
 NODES="${KWOK_NODES:-2}"
+[[ "${KWOK_POD_PARALLELISM:-1}" =~ ^[1-9][0-9]*$ ]] ||
+  die "KWOK_POD_PARALLELISM is a positive whole number, not '$KWOK_POD_PARALLELISM'"
 while [[ $# -gt 0 ]]; do
   case $1 in
     --dir) DIR=$2; shift 2 ;;
@@ -224,7 +226,8 @@ AUDIT
       cat "$stage"
       echo "---"
     done
-    # How many pod stages kwok plays at once (its own default is 4).
+    # A KwokConfiguration leaves every parallelism it does not name at 0, which kwok refuses:
+    # the node ones are given kwok's own default, 4.
     [[ -z "${KWOK_POD_PARALLELISM:-}" ]] || printf '%s\n' \
       "apiVersion: config.kwok.x-k8s.io/v1alpha1" "kind: KwokConfiguration" "options:" \
       "  podPlayStageParallelism: $KWOK_POD_PARALLELISM" "  nodePlayStageParallelism: 4" \
