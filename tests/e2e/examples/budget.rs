@@ -20,10 +20,11 @@ async fn a_crash_loop_stops_when_its_budget_is_spent_and_resumes_when_it_is_rais
             Duration::from_secs(90),
             agent,
             "stopped by its budget",
+            // The phase too: the shutdown field is written a moment before the rest of the
+            // status (`controller::status::record`), the attempts it ended with among the rest.
             |s| {
-                s.shutdown
-                    .as_ref()
-                    .is_some_and(|d| d.source.as_deref() == Some("Budget"))
+                s.phase == Some(Phase::Shutdown)
+                    && (s.shutdown.as_ref()).is_some_and(|d| d.source.as_deref() == Some("Budget"))
             },
         )
         .await;
