@@ -92,7 +92,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
         qps: args.kube_qps,
         burst: args.kube_burst,
     };
-    let client = client::build(kube_config, manners).context("cannot build a Kubernetes client")?;
+    let round_trips = controller::round_trips::RoundTrips::new(args.status_interval.0);
+    let client = client::build(kube_config, manners, &round_trips)
+        .context("cannot build a Kubernetes client")?;
     let version = client
         .apiserver_version()
         .await
@@ -112,6 +114,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         },
         status,
         status_interval: args.status_interval.0,
+        round_trips,
         manage_agent_rbac: args.manage_agent_rbac,
         ..controller::Config::default()
     };

@@ -20,6 +20,7 @@ pub mod metrics;
 mod outages;
 mod policies;
 mod reconcile;
+pub mod round_trips;
 mod routes;
 mod scope;
 pub(crate) mod slim;
@@ -79,6 +80,9 @@ pub struct Config {
     pub status: Arc<watched::Watched>,
     /// How soon a decided status is written at the latest (`--status-interval`, see `writer`).
     pub status_interval: Duration,
+    /// How long the API server took to answer lately, measured by the client's `Timing` layer
+    /// (nothing measured: the writer leaves only `SERVED` for a write to be served).
+    pub round_trips: Arc<round_trips::RoundTrips>,
     /// How many Events an object may send at once, and how soon it may send one more
     /// (`events::LIMIT`).
     pub event_limit: budget::BudgetConfig,
@@ -100,6 +104,7 @@ impl Default for Config {
             budget: budget::BudgetConfig::default(),
             status: Arc::default(),
             status_interval: writer::STATUS_INTERVAL,
+            round_trips: round_trips::RoundTrips::new(writer::STATUS_INTERVAL),
             event_limit: events::LIMIT,
             manage_agent_rbac: true,
         }

@@ -237,7 +237,8 @@ pub(super) async fn run_scope(
         writer: writer::Writer::new(
             config.status_interval,
             config.metrics.status_pending.clone(),
-        ),
+        )
+        .timed_by(config.round_trips.clone()),
         terminating: Default::default(),
     });
     config.metrics.watch_agents(agents.clone());

@@ -4,10 +4,11 @@
 //! (`--status-interval`) of its cause, at any load. An Agent not written for that long is written
 //! at once (the leading edge: a quiet agent's first crash shows in about a second); changes to one
 //! written more recently wait, merged, until its interval is nearly up (the trailing edge, sent
-//! early enough for a busy API server to serve it within the interval, and a little sooner for
-//! some agents than others, by uid, so that agents crashing together are not written in the same
-//! instant). A crash loop is so bounded to one write an interval by construction, as
-//! the kubelet's status manager bounds a pod's.
+//! early enough for a busy API server to serve it within the interval, and sooner still while it
+//! answers slowly, by the longest time it took to answer the operator lately, `round_trips`; a
+//! little sooner for some agents than others, by uid, so that agents crashing together are not
+//! written in the same instant). A crash loop is so bounded to one write an interval by
+//! construction, as the kubelet's status manager bounds a pod's.
 //!
 //! A decision starts from the pending status, as from a written one. What waits is only what a
 //! successor would decide again from the pods if this process died (`may_wait`): failures, each
@@ -19,12 +20,13 @@
 //! A graceful stop writes everything pending (`flush`).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
 use prometheus_client::metrics::gauge::Gauge;
 
+use super::round_trips::RoundTrips;
 use crate::api::{Agent, AgentStatus, Phase, Trigger};
 use crate::supervise::{Input, Plan, PolicyResolution};
 
@@ -44,7 +46,9 @@ pub const MAX_UNRECORDED: u32 = 4;
 /// written within the interval, not only sent: a second at the default. On two cores saturated
 /// by 3,000 Agents created at once, status writes were served in 120–390 ms (p50 by the second)
 /// and their timers fired up to 0.3 s late; without it one first record in ten was written
-/// after its interval (10.67 s at most). Less: writes late under load; more: more writes.
+/// after its interval (10.67 s at most). Less: writes late under load; more: more writes. An API
+/// server slower than that lately adds its longest round trip (`round_trips`), up to half the
+/// interval in all: the margin follows the load instead of a guess at the worst.
 const SERVED: f64 = 0.1;
 
 /// The part of the interval over which agents' trailing writes are spread, by uid, before what
@@ -60,6 +64,8 @@ pub struct Writer {
     agents: Mutex<HashMap<Key, Entry>>,
     /// How many statuses are pending, in every scope (`agent_supervisor_status_pending`).
     pending: Gauge,
+    /// How long the API server took to answer lately.
+    round_trips: Arc<RoundTrips>,
 }
 
 #[derive(Default)]
@@ -108,12 +114,22 @@ pub enum When {
 }
 
 impl Writer {
-    /// A writer with `interval`, counting what it holds in `pending`.
+    /// A writer with `interval`, counting what it holds in `pending`, for an API server whose
+    /// round trips it does not know (see `timed_by`).
     pub fn new(interval: Duration, pending: Gauge) -> Self {
         Writer {
             interval,
             agents: Mutex::default(),
             pending,
+            round_trips: RoundTrips::new(interval),
+        }
+    }
+
+    /// This writer, for the API server whose round trips `round_trips` measures.
+    pub fn timed_by(self, round_trips: Arc<RoundTrips>) -> Self {
+        Writer {
+            round_trips,
+            ..self
         }
     }
 
@@ -156,7 +172,7 @@ impl Writer {
     pub fn when(&self, agent: &Agent, now: Instant) -> When {
         let agents = self.lock();
         let written_at = agents.get(&key(agent)).and_then(|e| e.written_at);
-        match written_at.map(|at| at + self.interval - self.early(agent)) {
+        match written_at.map(|at| at + self.interval - self.early(agent, now)) {
             Some(due) if now < due => When::At(due),
             _ => When::Now,
         }
@@ -172,7 +188,7 @@ impl Writer {
             .and_then(|e| e.pending.as_ref())
             .filter(|p| p.made_on(agent))
             .map_or(now, |p| p.since);
-        since.min(self.created(agent, now)) + self.interval - self.early(agent)
+        since.min(self.created(agent, now)) + self.interval - self.early(agent, now)
     }
 
     /// When `agent` was created, on this process's clock, at most an interval ago. Its
@@ -189,12 +205,13 @@ impl Writer {
         now.checked_sub(age).unwrap_or(now)
     }
 
-    /// How much sooner than its interval `agent`'s trailing write is sent: the time to serve it
-    /// and its share of the spread, the same each time.
-    fn early(&self, agent: &Agent) -> Duration {
+    /// How much sooner than its interval `agent`'s trailing write, decided at `now`, is sent: the
+    /// time to serve it (`SERVED` and the API server's longest round trip lately, at most half the
+    /// interval) and its share of the spread, the same each time.
+    fn early(&self, agent: &Agent, now: Instant) -> Duration {
         let share = crate::supervise::stable_hash(agent.uid().unwrap_or_default().bytes()) % 1024;
-        self.interval
-            .mul_f64(SERVED + SPREAD * share as f64 / 1024.0)
+        let served = self.interval.mul_f64(SERVED) + self.round_trips.longest(now);
+        served.min(self.interval / 2) + self.interval.mul_f64(SPREAD * share as f64 / 1024.0)
     }
 
     /// Holds `status`, decided at `now` on `written` (the Agent as the server has it), to be

@@ -1,12 +1,14 @@
 //! The operator's connection to the API server: kube's client stack, with the server's
 //! 429 and 503 answers retried after the `Retry-After` it asks for, and an optional client-side
-//! rate limit (`--kube-qps`, `--kube-burst`).
+//! rate limit (`--kube-qps`, `--kube-burst`), each request's round trip timed for the status
+//! writer (`controller::round_trips`).
 //!
 //! Retrying a write is safe here: every pod has a name of its own attempt (a create repeated
 //! after it went through is refused as existing, and adopted), every status write carries the
 //! resourceVersion its decision was made on (a repeat is refused as a conflict), and deletes
 //! name what they delete.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use kube::client::ClientBuilder;
@@ -15,6 +17,8 @@ use tower::buffer::BufferLayer;
 use tower::limit::RateLimitLayer;
 use tower::retry::RetryLayer;
 use tower::util::option_layer;
+
+use crate::controller::round_trips::{RoundTrips, Timing};
 
 /// How fast the operator may send requests, and how the server's pushback is honoured.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -48,7 +52,11 @@ impl Manners {
 /// A client for `config` that honours `manners`. kube's own retry layer is replaced by one with
 /// fewer retries and shorter waits (it would hold a reconcile up to 15 retries of up to 1000 s);
 /// a request still refused after them fails, and the controller's error policy retries it.
-pub fn build(mut config: kube::Config, manners: Manners) -> Result<kube::Client, kube::Error> {
+pub fn build(
+    mut config: kube::Config,
+    manners: Manners,
+    round_trips: &Arc<RoundTrips>,
+) -> Result<kube::Client, kube::Error> {
     config.default_retry = false;
     let retry = RetryPolicy::new(
         Manners::MIN_DELAY,
@@ -58,6 +66,8 @@ pub fn build(mut config: kube::Config, manners: Manners) -> Result<kube::Client,
     )
     .expect("the retry delays are valid");
     Ok(ClientBuilder::try_from(config)?
+        // Innermost: each attempt on the wire, not the time it waited for the limit or a retry.
+        .with_layer(&Timing(round_trips.clone()))
         .with_layer(&option_layer(manners.limit()))
         .with_layer(&BufferLayer::new(Manners::QUEUE))
         .with_layer(&RetryLayer::new(retry))
@@ -80,8 +90,12 @@ mod tests {
         "compiler":"gc","platform":"linux/amd64"}"#;
 
     /// A server for `/version` that refuses the first `refusals` requests with a 429 asking for
-    /// `retry_after` seconds, and records when each request came.
-    async fn server(refusals: usize, retry_after: u64) -> (kube::Config, Arc<Mutex<Vec<Instant>>>) {
+    /// `retry_after` seconds, answers each after `delay`, and records when each request came.
+    async fn server(
+        refusals: usize,
+        retry_after: u64,
+        delay: Duration,
+    ) -> (kube::Config, Arc<Mutex<Vec<Instant>>>) {
         let seen: Arc<Mutex<Vec<Instant>>> = Arc::default();
         let app = Router::new().route(
             "/version",
@@ -90,6 +104,7 @@ mod tests {
                 move || {
                     let seen = seen.clone();
                     async move {
+                        tokio::time::sleep(delay).await;
                         let n = {
                             let mut seen = seen.lock().unwrap();
                             seen.push(Instant::now());
@@ -120,9 +135,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_429_is_retried_after_the_delay_the_server_asks_for() {
-        let (config, seen) = server(1, 1).await;
+        let (config, seen) = server(1, 1, Duration::ZERO).await;
         let manners = Manners { qps: 0.0, burst: 1 };
-        let client = build(config, manners).unwrap();
+        let trips = RoundTrips::new(Duration::from_secs(10));
+        let client = build(config, manners, &trips).unwrap();
         let version = client.apiserver_version().await.expect("answered on retry");
         assert_eq!(version.git_version, "v1.36.3");
         let seen = seen.lock().unwrap().clone();
@@ -132,13 +148,16 @@ mod tests {
             "retried after {:?}, before the Retry-After of 1s",
             seen[1] - seen[0]
         );
+        // Each attempt timed on its own: the server answered at once both times.
+        let longest = trips.longest(Instant::now());
+        assert!(longest < Duration::from_millis(500), "{longest:?}");
     }
 
     #[tokio::test]
     async fn a_server_that_keeps_refusing_is_given_up_on_with_its_answer() {
-        let (config, seen) = server(usize::MAX, 0).await;
+        let (config, seen) = server(usize::MAX, 0, Duration::ZERO).await;
         let manners = Manners { qps: 0.0, burst: 1 };
-        let client = build(config, manners).unwrap();
+        let client = build(config, manners, &RoundTrips::new(Duration::from_secs(10))).unwrap();
         let error = client
             .apiserver_version()
             .await
@@ -152,14 +171,14 @@ mod tests {
 
     #[tokio::test]
     async fn requests_past_the_burst_wait_for_the_rate() {
-        let (config, seen) = server(0, 0).await;
+        let (config, seen) = server(0, 0, Duration::ZERO).await;
         // 2 at once, 10 a second: the third and fourth wait for the next window of 0.2 s, the
         // fifth and sixth for the one after.
         let manners = Manners {
             qps: 10.0,
             burst: 2,
         };
-        let client = build(config, manners).unwrap();
+        let client = build(config, manners, &RoundTrips::new(Duration::from_secs(10))).unwrap();
         let began = Instant::now();
         for _ in 0..6 {
             client.apiserver_version().await.unwrap();
@@ -170,6 +189,21 @@ mod tests {
             seen[5] - began >= Duration::from_millis(400),
             "6 requests at 10 a second in bursts of 2 took {:?}",
             seen[5] - began
+        );
+    }
+
+    #[tokio::test]
+    async fn each_round_trip_is_timed_for_the_status_writer() {
+        let (config, _) = server(0, 0, Duration::from_millis(300)).await;
+        let manners = Manners { qps: 0.0, burst: 1 };
+        let trips = RoundTrips::new(Duration::from_secs(10));
+        let client = build(config, manners, &trips).unwrap();
+        assert_eq!(trips.longest(Instant::now()), Duration::ZERO);
+        client.apiserver_version().await.unwrap();
+        let longest = trips.longest(Instant::now());
+        assert!(
+            longest >= Duration::from_millis(300) && longest < Duration::from_secs(2),
+            "{longest:?}"
         );
     }
 }

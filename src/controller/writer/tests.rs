@@ -76,6 +76,51 @@ fn a_quiet_agent_is_written_at_once_and_a_busy_one_when_its_interval_is_up() {
 }
 
 #[test]
+fn a_slow_api_server_has_trailing_writes_sent_sooner_by_its_longest_round_trip_lately() {
+    let trips = RoundTrips::new(Duration::from_secs(10));
+    let writer = Writer::new(Duration::from_secs(10), Gauge::default()).timed_by(trips.clone());
+    let unmeasured = Writer::new(Duration::from_secs(10), Gauge::default());
+    let a = agent("a", "u1", running(1));
+    let t0 = Instant::now();
+    writer.wrote(&a, t0);
+    unmeasured.wrote(&a, t0);
+    let t1 = t0 + Duration::from_secs(1);
+    let due = |w: &Writer| match w.when(&a, t1) {
+        When::At(due) => due,
+        When::Now => panic!("written a second ago: the change waits"),
+    };
+    assert_eq!(
+        due(&writer),
+        due(&unmeasured),
+        "answered quickly: as before"
+    );
+    // Answers of up to 2 s lately: sent 2 s sooner.
+    trips.observe(Duration::from_millis(300), t1);
+    trips.observe(Duration::from_secs(2), t1);
+    assert_eq!(due(&unmeasured) - due(&writer), Duration::from_secs(2));
+    // A first record too.
+    let new = agent("n", "u2", AgentStatus::default());
+    assert_eq!(
+        unmeasured.first_due(&new, t1) - writer.first_due(&new, t1),
+        Duration::from_secs(2)
+    );
+    // Never sooner than half the interval (and the agent's share of the spread) before it is up.
+    trips.observe(Duration::from_secs(30), t1);
+    let sooner = due(&unmeasured) - due(&writer);
+    assert_eq!(
+        sooner,
+        Duration::from_secs(4),
+        "the second of SERVED and 4 s more"
+    );
+    assert!(due(&writer) >= t0 + Duration::from_secs(4));
+    // Round trips two intervals old no longer count.
+    let later = t0 + Duration::from_secs(30);
+    writer.wrote(&a, later);
+    unmeasured.wrote(&a, later);
+    assert_eq!(writer.when(&a, later), unmeasured.when(&a, later));
+}
+
+#[test]
 fn a_pending_status_is_decided_from_until_someone_else_changes_the_status() {
     let writer = Writer::new(Duration::from_secs(10), Gauge::default());
     let a = agent("a", "u1", running(1));
