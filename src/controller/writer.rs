@@ -207,7 +207,7 @@ impl Writer {
 
     /// How much sooner than its interval `agent`'s trailing write, decided at `now`, is sent: the
     /// time to serve it (`SERVED` and the API server's longest round trip lately, at most half the
-    /// interval) and its share of the spread, the same each time.
+    /// interval) and its share of the spread (by uid, the same for it each time).
     fn early(&self, agent: &Agent, now: Instant) -> Duration {
         let share = crate::supervise::stable_hash(agent.uid().unwrap_or_default().bytes()) % 1024;
         let served = self.interval.mul_f64(SERVED) + self.round_trips.longest(now);
