@@ -200,6 +200,8 @@ async fn chart_installs_namespaced_and_uninstalls() {
         format!("create persistentvolumeclaims -n {there}"),
         format!("create leases.coordination.k8s.io -n {there}"),
         format!("patch events.events.k8s.io -n {there}"),
+        format!("create events -n {there}"),
+        format!("patch events -n {there}"),
         format!("create leases.coordination.k8s.io -n {home}"),
         format!("patch leases.coordination.k8s.io/{RELEASE} -n {home}"),
         // The agents' managed identities (agentRBAC.manage): it holds what it grants.

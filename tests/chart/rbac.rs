@@ -46,6 +46,7 @@ const OPERATOR_RULES: &[(&str, &[&str], &[&str])] = &[
         &["leases"],
         &["get", "list", "watch", "create"],
     ),
+    ("", &["events"], &["create", "patch"]),
     ("events.k8s.io", &["events"], &["create", "patch"]),
 ];
 

@@ -7,6 +7,7 @@ mod support;
 mod breaker;
 mod budget;
 mod checkpoints;
+mod events;
 mod failures;
 mod failures_io;
 mod groups;

@@ -79,20 +79,18 @@ async fn pods_by_attempt(ns: &TestNamespace) -> BTreeMap<u32, Vec<(String, jiff:
     by
 }
 
-/// The Events on the policy, oldest first, as (reason, note).
+/// The Events on the policy, oldest first, as (reason, note): one for each time it was told (a
+/// repeat updates its Event's count).
 async fn policy_events(ns: &TestNamespace) -> Vec<(String, String)> {
     let events: Api<Event> = ns.api();
     let params = ListParams::default().fields("regarding.name=llm,regarding.kind=RestartPolicy");
     let mut list = events.list(&params).await.expect("list events").items;
     list.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
-    list.into_iter()
-        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
-        .collect()
+    crate::support::kubelet::occurrences(list)
 }
 
 /// The reasons of the Events on the policy, oldest first, once every one of `expected` is
-/// among them (an object's Events that follow one within the operator's window are sent at its
-/// end, together).
+/// among them.
 async fn policy_event_reasons(ns: &TestNamespace, expected: &[&str]) -> Vec<String> {
     eventually(
         REACT,

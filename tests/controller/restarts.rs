@@ -4,9 +4,8 @@ use agent_supervisor::api::{FailureClass, FailureReason, Phase, Trigger};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::EvictParams;
 use serde_json::json;
-use std::time::Duration;
 
-use crate::{fast_policy, setup, setup_with};
+use crate::{fast_policy, setup};
 
 fn secs(n: i64) -> jiff::SignedDuration {
     jiff::SignedDuration::from_secs(n)
@@ -228,69 +227,6 @@ async fn an_evicted_agent_is_restarted_at_once_without_counting() {
         status.recent_restarts.is_empty(),
         "not counted toward the restart limit"
     );
-}
-
-#[tokio::test]
-async fn crashes_in_quick_succession_are_told_in_fewer_events_none_left_out() {
-    // Two Events at once, then one every 30 s (one a minute by default): the first crash and
-    // its restart are told at once, and the three crashes after them wait for a token together.
-    const WINDOW: Duration = Duration::from_secs(30);
-    let limit = agent_supervisor::controller::budget::BudgetConfig {
-        rate: 1.0 / WINDOW.as_secs_f64(),
-        burst: 2,
-    };
-    let (ns, _operator) = setup_with(|config| config.event_limit = limit).await;
-    ns.create_policy(
-        "now",
-        json!({ "backoff": { "type": "Immediate" }, "circuitBreaker": { "failureThreshold": 0 } }),
-    )
-    .await;
-    ns.create_agent("looper", json!({ "restartPolicyRef": { "name": "now" } }))
-        .await;
-    const CRASHES: u32 = 4;
-    for attempt in 1..=CRASHES {
-        let pod = format!("looper-{attempt}");
-        ns.wait_running(&pod).await;
-        ns.terminate(&pod, 1, "Error", &format!("failure number {attempt}"))
-            .await;
-    }
-    ns.wait_running(&format!("looper-{}", CRASHES + 1)).await;
-    // The first crash is told at once; the ones that follow, together once a token is there,
-    // each in its own part of a merged note.
-    let crashed = crate::support::eventually(
-        WINDOW + Duration::from_secs(60),
-        "every crash told in a Crashed Event",
-        || async {
-            let notes: Vec<String> = ns
-                .events("looper")
-                .await
-                .into_iter()
-                .filter(|(reason, _)| reason == "Crashed")
-                .map(|(_, note)| note)
-                .collect();
-            let told = (1..=CRASHES).all(|n| {
-                notes
-                    .iter()
-                    .any(|note| note.contains(&format!("Pod looper-{n} failed")))
-            });
-            told.then_some(notes)
-        },
-    )
-    .await;
-    assert!(
-        crashed.len() < CRASHES as usize,
-        "{CRASHES} crashes in quick succession, {} Crashed Events: {crashed:?}",
-        crashed.len()
-    );
-    for n in 1..=CRASHES {
-        let told = crashed
-            .iter()
-            .flat_map(|note| note.split(" | "))
-            .filter(|part| part.contains(&format!("Pod looper-{n} failed")))
-            .collect::<Vec<_>>();
-        assert_eq!(told.len(), 1, "crash {n} told once: {crashed:?}");
-        assert!(told[0].contains(&format!("failure number {n}")), "{told:?}");
-    }
 }
 
 #[tokio::test]

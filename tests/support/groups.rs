@@ -59,16 +59,15 @@ impl TestNamespace {
         .await
     }
 
-    /// The Events recorded about `group`, oldest first, as (reason, note).
+    /// The Events recorded about `group`, oldest first, as (reason, note): one for each time it
+    /// was told (`kubelet::told`), with the newest note of its Event.
     pub async fn group_events(&self, group: &str) -> Vec<(String, String)> {
         let events: Api<Event> = self.api();
         let params = ListParams::default()
             .fields(&format!("regarding.name={group},regarding.kind=AgentGroup"));
         let mut list = events.list(&params).await.expect("list events").items;
         list.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
-        list.into_iter()
-            .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
-            .collect()
+        super::kubelet::occurrences(list)
     }
 
     /// Waits until an Event with `reason` is recorded about `group`; returns its note.

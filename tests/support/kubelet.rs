@@ -203,16 +203,20 @@ impl TestNamespace {
             .expect("write pod status");
     }
 
-    /// The Events recorded about `agent`, oldest first, as (reason, note).
+    /// The Events recorded about `agent`, oldest first, as (reason, note): one for each time it
+    /// was told (`told`), with the newest note of its Event.
     pub async fn events(&self, agent: &str) -> Vec<(String, String)> {
+        occurrences(self.event_objects(agent).await)
+    }
+
+    /// The Event objects about `agent`, oldest first.
+    pub async fn event_objects(&self, agent: &str) -> Vec<Event> {
         let events: Api<Event> = self.api();
         let params =
             ListParams::default().fields(&format!("regarding.name={agent},regarding.kind=Agent"));
         let mut list = events.list(&params).await.expect("list events").items;
         list.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
-        list.into_iter()
-            .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
-            .collect()
+        list
     }
 
     /// Waits until an Event with `reason` is recorded about `agent`.
@@ -230,4 +234,23 @@ impl TestNamespace {
         )
         .await
     }
+}
+
+/// How many times `event` was told: its series' count, else its count, else once.
+pub fn told(event: &Event) -> usize {
+    let count = event.series.as_ref().map(|s| s.count);
+    let count = count.or(event.deprecated_count).unwrap_or(1);
+    usize::try_from(count).unwrap_or(0).max(1)
+}
+
+/// Each Event as (reason, note), as many times as it was told.
+pub fn occurrences(events: Vec<Event>) -> Vec<(String, String)> {
+    events
+        .into_iter()
+        .flat_map(|e| {
+            let told = told(&e);
+            let told_as = (e.reason.unwrap_or_default(), e.note.unwrap_or_default());
+            std::iter::repeat_n(told_as, told)
+        })
+        .collect()
 }

@@ -99,7 +99,11 @@ modes cannot drift apart.
 - apiGroups: ["coordination.k8s.io"]
   resources: ["leases"]
   verbs: ["get", "list", "watch", "create"]
-# Events for `kubectl describe agent`: the event recorder creates them and patches their series.
+# Events for `kubectl describe agent`: the operator creates them and patches a repeat's count
+# and note (core API); kube's recorder reports an object it cannot read (events.k8s.io).
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]

@@ -1,6 +1,7 @@
 //! Events on the Agent, as `kubectl describe` shows them. Notes are cut to what the API server
-//! accepts (1 KiB), so no Event is ever refused for its length. The decisions' Events go
-//! through one `Sender` for the process (`sender`); warnings about errors through kube's
+//! accepts (1 KiB), so no Event is ever refused for its length. The decisions' Events and the
+//! warnings about errors go through one `Sender` for the process (`sender`), so that their
+//! repeats update one Event; a warning about an object that cannot be decoded through kube's
 //! recorder.
 
 mod sender;
@@ -87,7 +88,8 @@ pub fn warn_user(agent: &Agent, error: &Error, ctx: &Context) {
     }
 }
 
-/// A Warning Event on the Agent naming `error`, sent without holding up the reconcile.
+/// A Warning Event on the Agent naming `error`, sent without holding up the reconcile (see
+/// `Sender`: a repeat updates the Event of the one before).
 pub fn warn(agent: &Agent, error: &Error, ctx: &Context) {
     let event = KubeEvent {
         type_: EventType::Warning,
@@ -96,13 +98,7 @@ pub fn warn(agent: &Agent, error: &Error, ctx: &Context) {
         action: "Reconcile".to_string(),
         secondary: None,
     };
-    let recorder = ctx.recorder.clone();
-    let reference = agent.object_ref(&());
-    tokio::spawn(async move {
-        if let Err(e) = recorder.publish(&event, &reference).await {
-            warn!(error = %e, "could not record an Event");
-        }
-    });
+    ctx.events.send_later(agent.object_ref(&()), vec![event]);
 }
 
 /// An object of `kind` that cannot be decoded (a field written by a newer version, a value out

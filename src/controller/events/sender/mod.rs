@@ -1,45 +1,91 @@
-//! The sender of the decisions' Events, as Kubernetes' own recorder sends them: an object's
-//! Events go at once while it has tokens (a per-object limit stops floods), and those that wait
-//! for one are aggregated, every repeat of a reason becoming one Event with a count. A bounded
-//! queue, and nothing kept of an object once it has no Event waiting and its tokens are back.
+//! The sender of the operator's Events, as Kubernetes' own recorder (client-go's
+//! `EventCorrelator`) sends them: a repeat of a reason on one object updates the Event it made
+//! before (its count, last time and note) instead of making another; each object has client-go's
+//! spam filter (`LIMIT`); the Events that say why an agent stopped or changed course
+//! (`NEVER_HELD`) are never held behind the others. A bounded queue, and nothing kept of an
+//! object once idle (`objects`).
+//!
+//! The Events are written through the core `v1` API, as client-go's legacy recorder writes
+//! them, with the fields of both APIs (`eventTime`, `series`, `reportingComponent` and
+//! `count`, `firstTimestamp`, `lastTimestamp`): the API server lets a core `v1` update change
+//! the message (`ValidateEventUpdate` checks only the legacy rules for it), where an
+//! `events.k8s.io/v1` update may change nothing but the series (its note, related object and
+//! times are immutable). So `kubectl describe` shows a repeat's newest note, with "(xN over M)",
+//! and the pod of the newest crash as the related object. `events.k8s.io/v1` readers see the
+//! same object: `series.count`, `deprecatedCount`.
 
-use std::collections::HashMap;
+mod objects;
+
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::api::events::v1::Event as EventObject;
-use kube::api::PostParams;
+use k8s_openapi::api::core::v1::{Event as EventObject, EventSeries, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event as KubeEvent, EventType};
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::Semaphore;
 use tracing::warn;
 
-use super::NOTE_LIMIT;
-use crate::controller::budget::{Bucket, BudgetConfig};
+use objects::{Objects, Pending, Send, Step, WindowKey};
 
-/// Each object's Events limit: `burst` at once (a crash, its restart and the next crash's are
-/// sent as they happen), then one every `1 / rate` seconds (a minute), like client-go's spam
-/// filter (25 at once, then one every five minutes), made smaller so that a crash loop's Events
-/// cost a few requests a minute, not two a restart. Higher makes a storm cost more requests;
-/// lower makes a quiet agent's Events wait more often.
+use crate::controller::FIELD_MANAGER;
+use crate::controller::budget::BudgetConfig;
+
+/// Each object's limit, client-go's spam filter (`defaultSpamBurst`, `defaultSpamQPS`): 25
+/// Events at once, then one every five minutes. Every Event sent spends a token, an update of a
+/// repeat too (client-go's filter runs on the correlated Event, after the repeat is counted, so
+/// it holds back updates as well); a repeat held back here is not lost but counted, and told by
+/// the next update. Higher lets a crash loop cost more requests before it is paced; lower makes a
+/// busy agent's Events (a crash, its restart) wait sooner for the next token.
 pub const LIMIT: BudgetConfig = BudgetConfig {
-    rate: 1.0 / 60.0,
-    burst: 4,
+    rate: 1.0 / 300.0,
+    burst: 25,
 };
+
+/// The reasons that say why an agent stopped, is held or changed course: never held behind the
+/// repeats of others. Such an Event goes at once, whether or not the object has a token left
+/// (it takes one if there is). Matched by name, so that an Event of a decision and a warning
+/// about an error with the same reason are alike.
+pub const NEVER_HELD: [&str; 6] = [
+    "BudgetExhausted",
+    "RestartLimitExceeded",
+    "CircuitOpened",
+    "ShutdownRespected",
+    "ReplacementRefused",
+    "CheckpointPoisoned",
+];
+
+/// How long after its last repeat a reason's Event is still updated by the next one: after it, a
+/// repeat makes a new Event. The API server keeps an Event for an hour after its last write (its
+/// default `--event-ttl`): while it is there, a repeat updates it, as client-go's legacy
+/// recorder does (it updates an Event for as long as it remembers it; client-go's
+/// `events.k8s.io` broadcaster ends a series after 6 minutes without a repeat, which would give
+/// an agent crashing every ten minutes one Event a crash). Shorter makes a slow crash loop show
+/// as many Events; longer only keeps memory longer (an Event gone meanwhile is made again: the
+/// update answers 404).
+pub const WINDOW: Duration = Duration::from_secs(60 * 60);
+
+/// How many objects are remembered at most (their tokens, their reasons' Events), those with
+/// Events waiting aside: past it, the ones idle longest are forgotten (a repeat of theirs makes
+/// a new Event, and they have their whole burst again). client-go's recorder remembers 4,096 per
+/// process, made for one component's objects; the operator of ten thousand Agents needs one an
+/// Agent. Lower makes a large fleet's repeats new Events; higher costs about 200 bytes an
+/// object.
+pub const KEPT: usize = 16_384;
 
 /// How many Events are being sent at once, at most.
 const SENDING: usize = 32;
 
 /// How many Events may wait to be sent, at most, across all objects: a first start of ten
 /// thousand Agents fits; past it, an Event is dropped and counted
-/// (`agent_supervisor_events_dropped_total`), never waited for.
+/// (`agent_supervisor_events_dropped_total`), never waited for. A repeat of an Event that waits
+/// takes no room: it is counted into it.
 const QUEUED: usize = 16_384;
 
-/// Sends the decisions' Events: one task per object with Events waiting, which sends each when
-/// the object's limit has a token for it, the Events that waited meanwhile merged by reason.
-/// (kube's `Recorder` keeps every Event it sent for six minutes and sends a request for each
-/// repeat; it stays for warnings, which are rare.)
+/// Sends the operator's Events: one task per object with Events waiting, which sends each when
+/// the object's limit has a token for it (an Event never held at once), the repeats that came
+/// meanwhile counted into it.
 #[derive(Clone)]
 pub struct Sender {
     client: kube::Client,
@@ -55,7 +101,7 @@ impl Sender {
         Sender {
             client,
             limit,
-            objects: Arc::new(Mutex::new(Objects::new(QUEUED))),
+            objects: Arc::new(Mutex::new(Objects::new(QUEUED, KEPT))),
             turns: Arc::new(Semaphore::new(SENDING)),
             dropped,
         }
@@ -81,31 +127,44 @@ impl Sender {
         }
         let sender = self.clone();
         tokio::spawn(async move {
-            // A token is reserved while an Event waits; the Event is chosen once it is there, so
-            // the repeats that came meanwhile are merged into it.
             loop {
-                let reserved = lock(&sender.objects).reserve(&key, Instant::now());
-                let Some(at) = reserved else {
-                    return;
-                };
-                tokio::time::sleep_until(at.into()).await;
-                let Some(next) = lock(&sender.objects).take_one(&key) else {
-                    continue;
-                };
-                sender.send(&regarding, next).await;
+                let step = lock(&sender.objects).next(&key, Instant::now());
+                match step {
+                    Step::Send(send) => sender.send(&regarding, *send).await,
+                    Step::Wait(at, wake) => {
+                        tokio::select! {
+                            () = tokio::time::sleep_until(at.into()) => {}
+                            () = wake.notified() => {}
+                        }
+                    }
+                    Step::Done => return,
+                }
             }
         });
     }
 
-    async fn send(&self, regarding: &ObjectReference, pending: Pending) {
+    /// Makes the Event, or updates it with a repeat: if it is gone (deleted, or past the API
+    /// server's TTL), it is made again under its name with the whole count, as client-go does.
+    async fn send(&self, regarding: &ObjectReference, send: Send) {
         let Ok(_turn) = self.turns.acquire().await else {
             return;
         };
         let namespace = regarding.namespace.as_deref().unwrap_or("default");
         let api: kube::Api<EventObject> = kube::Api::namespaced(self.client.clone(), namespace);
-        let object = event_object(&pending, regarding);
+        if send.update {
+            let patch = Patch::Merge(update(&send));
+            match api.patch(&send.name, &PatchParams::default(), &patch).await {
+                Ok(_) => return,
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(e) => {
+                    warn!(reason = %send.event.reason, error = %e, "could not update an Event");
+                    return;
+                }
+            }
+        }
+        let object = event_object(&send, regarding);
         if let Err(e) = api.create(&PostParams::default(), &object).await {
-            warn!(reason = %pending.event.reason, error = %e, "could not record an Event");
+            warn!(reason = %send.event.reason, error = %e, "could not record an Event");
         }
     }
 }
@@ -116,215 +175,34 @@ fn lock(objects: &Mutex<Objects>) -> std::sync::MutexGuard<'_, Objects> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// An Event waiting to be sent: when it first and last happened, and how many times.
-struct Pending {
-    at: jiff::Timestamp,
-    last: jiff::Timestamp,
-    count: u32,
-    /// Its note could take no more: the repeats after are only counted.
-    full: bool,
-    event: KubeEvent,
+/// What a repeat changes of the Event: its counts, last times, note and related object.
+fn update(send: &Send) -> serde_json::Value {
+    let object = event_object(send, &ObjectReference::default());
+    serde_json::json!({
+        "count": object.count,
+        "lastTimestamp": object.last_timestamp,
+        "series": object.series,
+        "message": object.message,
+        "related": object.related,
+    })
 }
 
-impl Pending {
-    fn new(event: KubeEvent, at: jiff::Timestamp) -> Self {
-        Pending {
-            at,
-            last: at,
-            count: 1,
-            full: false,
-            event,
-        }
-    }
-}
-
-/// The object an Event is about: a namesake created after it is another object.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct WindowKey {
-    namespace: Option<String>,
-    name: Option<String>,
-    uid: Option<String>,
-}
-
-impl WindowKey {
-    fn of(regarding: &ObjectReference) -> Self {
-        WindowKey {
-            namespace: regarding.namespace.clone(),
-            name: regarding.name.clone(),
-            uid: regarding.uid.clone(),
-        }
-    }
-}
-
-/// Each object's Events waiting and its limit, and how many Events are accepted and not sent
-/// yet (bounded).
-struct Objects {
-    by_key: HashMap<WindowKey, Object>,
-    queued: usize,
-    capacity: usize,
-    /// Offers since the last sweep.
-    since_sweep: usize,
-}
-
-struct Object {
-    waiting: Vec<Pending>,
-    limit: Bucket,
-    /// A task sends its Events.
-    sending: bool,
-}
-
-impl Objects {
-    fn new(capacity: usize) -> Self {
-        Objects {
-            by_key: HashMap::new(),
-            queued: 0,
-            capacity,
-            since_sweep: 0,
-        }
-    }
-
-    /// Events about `key`, kept to be sent; with whether a task must start to send them, and
-    /// how many were dropped, the queue being full.
-    fn offer(
-        &mut self,
-        key: &WindowKey,
-        events: impl IntoIterator<Item = Pending>,
-        limit: BudgetConfig,
-        now: Instant,
-    ) -> (bool, usize) {
-        let mut accepted = Vec::new();
-        let mut dropped = 0;
-        for event in events {
-            if self.queued < self.capacity {
-                self.queued += 1;
-                accepted.push(event);
-            } else {
-                dropped += 1;
-            }
-        }
-        if accepted.is_empty() {
-            return (false, dropped);
-        }
-        self.sweep(now);
-        let object = self.by_key.entry(key.clone()).or_insert_with(|| Object {
-            waiting: Vec::new(),
-            limit: Bucket::new(limit, now),
-            sending: false,
-        });
-        object.waiting.extend(accepted);
-        let start = !std::mem::replace(&mut object.sending, true);
-        (start, dropped)
-    }
-
-    /// A token for `key`'s next Event: when it is there; `None` when none waits (its task
-    /// ends).
-    fn reserve(&mut self, key: &WindowKey, now: Instant) -> Option<Instant> {
-        let object = self.by_key.get_mut(key)?;
-        if object.waiting.is_empty() {
-            object.sending = false;
-            return None;
-        }
-        Some(object.limit.reserve(1, now))
-    }
-
-    /// The Events waiting about `key`, merged (`merge`): the first of them, to be sent now.
-    fn take_one(&mut self, key: &WindowKey) -> Option<Pending> {
-        let object = self.by_key.get_mut(key)?;
-        let mut merged = merge(std::mem::take(&mut object.waiting));
-        if merged.is_empty() {
-            return None;
-        }
-        let first = merged.remove(0);
-        let sent = first.count as usize;
-        object.waiting = merged;
-        self.queued = self.queued.saturating_sub(sent);
-        Some(first)
-    }
-
-    /// Now and then, forgets the objects with nothing waiting whose limit is whole again:
-    /// remembering them would change nothing.
-    fn sweep(&mut self, now: Instant) {
-        self.since_sweep += 1;
-        if self.since_sweep <= self.by_key.len().max(1024) {
-            return;
-        }
-        self.since_sweep = 0;
-        self.by_key
-            .retain(|_, o| o.sending || !o.waiting.is_empty() || !o.limit.is_full(now));
-    }
-}
-
-/// Joins the notes of Events merged into one.
-const JOIN: &str = " | ";
-
-/// Events to send together: the Events of one reason and type become one Event with their count
-/// (its series), at the time of the first, whose note joins theirs in order (a person reads
-/// every one) as long as it stays within what the API server accepts. An agent that backs off
-/// between crashes alternates `Crashed` and its restarts: each reason is still told once.
-fn merge(events: Vec<Pending>) -> Vec<Pending> {
-    let mut merged: Vec<Pending> = Vec::with_capacity(events.len());
-    for next in events {
-        let same = merged
-            .iter_mut()
-            .rev()
-            .find(|m| m.event.reason == next.event.reason && m.event.type_ == next.event.type_);
-        if let Some(last) = same {
-            let (so_far, note) = (
-                last.event.note.as_deref().unwrap_or_default(),
-                next.event.note.as_deref().unwrap_or_default(),
-            );
-            if !last.full && so_far.len() + JOIN.len() + note.len() <= NOTE_LIMIT {
-                last.event.note = Some(format!("{so_far}{JOIN}{note}"));
-            } else {
-                last.full = true;
-            }
-            // Beyond what a note holds, a repeat is still counted: the note keeps the first.
-            last.event.secondary = next.event.secondary;
-            last.count += next.count;
-            last.last = next.last;
-            continue;
-        }
-        merged.push(next);
-    }
-    merged
-}
-
-/// The Event object for `pending` about `regarding`, with its count when it happened more than
-/// once: named after the object and the time of sending (made unique within this process), as kube's `Recorder` names them.
-fn event_object(pending: &Pending, regarding: &ObjectReference) -> EventObject {
-    use k8s_openapi::api::events::v1::EventSeries;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-    let event = &pending.event;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static LAST: AtomicU64 = AtomicU64::new(0);
-    let wanted = u64::try_from(jiff::Timestamp::now().as_nanosecond()).unwrap_or_default();
-    let next = |last: u64| wanted.max(last + 1);
-    let unique = match LAST.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |l| Some(next(l))) {
-        Ok(last) | Err(last) => next(last),
-    };
-    let name = regarding
-        .name
-        .as_deref()
-        .unwrap_or(crate::controller::FIELD_MANAGER);
+/// The Event object `send` makes about `regarding`: first seen at `send.first`, told
+/// `send.count` times, the newest at `send.last` with its note. A series counts two or more:
+/// an Event told once has none.
+fn event_object(send: &Send, regarding: &ObjectReference) -> EventObject {
+    let event = &send.event;
+    let count = i32::try_from(send.count).unwrap_or(i32::MAX);
     EventObject {
         metadata: ObjectMeta {
-            name: Some(format!("{name}.{unique:x}")),
+            name: Some(send.name.clone()),
             namespace: regarding.namespace.clone(),
             ..ObjectMeta::default()
         },
+        involved_object: regarding.clone(),
         action: Some(event.action.clone()),
         reason: Some(event.reason.clone()),
-        note: event.note.clone(),
-        event_time: Some(MicroTime(pending.at)),
-        // A series counts two or more: one Event told once has none.
-        series: (pending.count > 1).then(|| EventSeries {
-            count: i32::try_from(pending.count).unwrap_or(i32::MAX),
-            last_observed_time: MicroTime(pending.last),
-        }),
-        regarding: Some(regarding.clone()),
-        related: event.secondary.clone(),
-        reporting_controller: Some(crate::controller::FIELD_MANAGER.to_string()),
-        reporting_instance: Some(crate::controller::FIELD_MANAGER.to_string()),
+        message: event.note.clone(),
         type_: Some(
             match event.type_ {
                 EventType::Normal => "Normal",
@@ -332,6 +210,17 @@ fn event_object(pending: &Pending, regarding: &ObjectReference) -> EventObject {
             }
             .to_string(),
         ),
+        event_time: Some(MicroTime(send.first)),
+        series: (count > 1).then_some(EventSeries {
+            count: Some(count),
+            last_observed_time: Some(MicroTime(send.last)),
+        }),
+        count: Some(count),
+        first_timestamp: Some(Time(send.first)),
+        last_timestamp: Some(Time(send.last)),
+        related: event.secondary.clone(),
+        reporting_component: Some(FIELD_MANAGER.to_string()),
+        reporting_instance: Some(FIELD_MANAGER.to_string()),
         ..EventObject::default()
     }
 }
