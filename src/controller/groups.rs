@@ -360,7 +360,7 @@ async fn record(group: &AgentGroup, plan: &GroupPlan, ctx: &Context) -> Result<(
 }
 
 /// Records the plan's Events on the group, in order, without holding up the reconcile (see
-/// `events::Sender`: repeats within its window go together, every note kept).
+/// `events::Sender`: a repeat of a reason updates the Event it made before, its note the newest).
 fn publish(group: &AgentGroup, plan: &GroupPlan, ctx: &Context) {
     let events = plan
         .events
