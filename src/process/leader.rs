@@ -104,7 +104,9 @@ impl Leadership {
 
 /// Returns once the Lease is no longer held by `identity` (`None`), or its last renewal is older
 /// than `valid_for` (when it expires: `duration` after that renewal). Counted on this process's
-/// clock, which wrote it; reads that fail count as nothing seen.
+/// clock, which wrote it; reads that fail count as nothing seen, and a read is given only the
+/// time left before `valid_for` is up: an API server that never answers cannot hold the fence
+/// past it.
 async fn fence(
     leases: &Api<Lease>,
     name: &str,
@@ -115,7 +117,8 @@ async fn fence(
     let mut confirmed = tokio::time::Instant::now();
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        if let Ok(lease) = leases.get(name).await {
+        let left = valid_for.saturating_sub(confirmed.elapsed());
+        if let Ok(Ok(lease)) = tokio::time::timeout(left, leases.get(name)).await {
             let spec = lease.spec.unwrap_or_default();
             if spec.holder_identity.as_deref() != Some(identity) {
                 tracing::error!(
@@ -138,5 +141,37 @@ async fn fence(
             tracing::error!(since = ?confirmed.elapsed(), "the leader Lease was not renewed in time");
             return Some(confirmed + duration);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_api_server_that_never_answers_cannot_hold_the_fence() {
+        // Accepts connections and never answers a byte.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let silent = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        });
+        let url = format!("http://{address}").parse().unwrap();
+        let client = Client::try_from(kube::Config::new(url)).unwrap();
+        let leases: Api<Lease> = Api::namespaced(client, "default");
+        let (valid_for, duration) = (Duration::from_secs(2), Duration::from_secs(3));
+        let started = Instant::now();
+        let fenced = tokio::time::timeout(
+            Duration::from_secs(20),
+            fence(&leases, "leader", "me", valid_for, duration),
+        )
+        .await
+        .expect("the fence fired though its reads hang");
+        assert!(fenced.is_some(), "it says when the Lease expires");
+        assert!(started.elapsed() >= valid_for);
+        silent.abort();
     }
 }
