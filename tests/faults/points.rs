@@ -23,7 +23,7 @@ pub fn crash_points(baseline: &[Mutation], focus: Option<usize>, story_end: usiz
     }
     let acts: Vec<usize> = baseline
         .iter()
-        .filter(|m| !m.path.ends_with("/events") && m.index > focus.unwrap_or(0))
+        .filter(|m| !is_event(&m.path) && m.index > focus.unwrap_or(0))
         .filter(|m| m.index <= story_end)
         .map(|m| m.index)
         .collect();
@@ -44,4 +44,10 @@ pub fn repeat() -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1)
+}
+
+/// Whether a request creates or updates an Event (`…/events`, `…/events/<name>`): not a point
+/// the quick exploration spends a crash on.
+fn is_event(path: &str) -> bool {
+    path.ends_with("/events") || path.rsplit('/').nth(1) == Some("events")
 }
