@@ -100,6 +100,32 @@ impl Error {
         matches!(self, Error::Record(RecordError(e)) if is_conflict(e))
     }
 
+    /// The API server refused to make a pod (its dry run or its create): a quota, an admission
+    /// policy, Pod Security, an invalid template. Said on the Agent, and tried again within
+    /// `REFUSED_RETRY_MAX`.
+    pub fn is_refused(&self) -> bool {
+        match self {
+            Error::Act(ActError::Create { source, .. } | ActError::Refused { source, .. }) => {
+                matches!(source, kube::Error::Api(s) if matches!(s.code, 400 | 403 | 422))
+            }
+            _ => false,
+        }
+    }
+
+    /// What the API server said, for a person: its message when it answered, else the error.
+    pub fn server_message(&self) -> String {
+        let source = match self {
+            Error::Act(ActError::Create { source, .. } | ActError::Refused { source, .. }) => {
+                source
+            }
+            _ => return self.to_string(),
+        };
+        match source {
+            kube::Error::Api(s) => s.message.clone(),
+            other => other.to_string(),
+        }
+    }
+
     /// A pod's create was refused because its namespace is being deleted.
     pub fn refused_for_deletion(&self) -> bool {
         matches!(self, Error::Act(ActError::Create { source, .. })
@@ -119,19 +145,30 @@ impl Error {
     }
 }
 
+/// How long a pod the API server refuses waits, at most, before it is tried again: SPEC
+/// promises the restart within a minute of the refusal's end (a quota freed, a policy changed).
+/// Longer breaks that promise; shorter costs a create request more often for as long as the
+/// refusal lasts (one a minute per Agent at most, and the status is not written again).
+pub const REFUSED_RETRY_MAX: Duration = Duration::from_secs(60);
+
 /// Per-object retry delays: exponential from about a second to about five minutes, reset by a
-/// reconcile that succeeds. A refusal waits longest (the Agent's next change retries at once).
+/// reconcile that succeeds; a refused pod's to `REFUSED_RETRY_MAX`. Any other refusal waits
+/// longest (the Agent's next change retries at once).
 pub fn retry_delay(error: &Error, failures: u32) -> Duration {
     const FIRST: Duration = Duration::from_secs(1);
     const MAX: Duration = Duration::from_secs(300);
     if error.is_conflict() {
         return Duration::from_millis(200);
     }
+    let doublings = failures.saturating_sub(1).min(16);
+    let backoff = FIRST.saturating_mul(1 << doublings);
+    if error.is_refused() {
+        return backoff.min(REFUSED_RETRY_MAX);
+    }
     if error.is_permanent() {
         return MAX;
     }
-    let doublings = failures.saturating_sub(1).min(16);
-    FIRST.saturating_mul(1 << doublings).min(MAX)
+    backoff.min(MAX)
 }
 
 /// Failed reconciles in a row, per object: the retry delay grows with them.
@@ -254,7 +291,12 @@ mod tests {
         assert_eq!(retry_delay(&quota, 1), Duration::from_secs(1));
         let security = create(api(403, "violates PodSecurity \"restricted:latest\""));
         assert!(security.is_permanent());
-        assert_eq!(retry_delay(&security, 1), Duration::from_secs(300));
+        // A refused pod is tried again within a minute, however long the refusal lasts.
+        assert_eq!(retry_delay(&security, 1), Duration::from_secs(1));
+        assert_eq!(retry_delay(&security, 20), REFUSED_RETRY_MAX);
+        assert_eq!(retry_delay(&quota, 20), REFUSED_RETRY_MAX);
+        let name_taken = Error::Act(ActError::NameTaken("Pod a-2".into()));
+        assert_eq!(retry_delay(&name_taken, 1), Duration::from_secs(300));
         assert!(create(api(422, "spec.containers: Required value")).is_permanent());
     }
 

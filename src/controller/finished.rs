@@ -1,5 +1,6 @@
 //! The finished pods of each Agent, by attempt, as the pod watch reports them: where the old
-//! attempts to remove are found, without a scan of every pod in the cache.
+//! attempts to remove are found, without a scan of every pod in the cache, and when each was
+//! first seen finished (where the status lag of its failure's record is counted from).
 //!
 //! Only pods that carry an Agent's uid label are indexed (what old pods are removed by). The
 //! index only proposes: the cache confirms each pod before it is removed, and an entry the cache
@@ -7,6 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
+use std::time::Instant;
 
 use kube::ResourceExt;
 
@@ -16,8 +18,16 @@ use crate::api::{AGENT_UID_LABEL, ATTEMPT_LABEL};
 /// A namespace and an Agent's uid.
 type Key = (String, String);
 
+/// A finished pod: its name, and when the watch first showed it finished.
+struct Finished {
+    name: String,
+    seen: Instant,
+}
+
+type Index = HashMap<Key, BTreeMap<u32, Finished>>;
+
 #[derive(Default)]
-pub struct FinishedPods(Mutex<HashMap<Key, BTreeMap<u32, String>>>);
+pub struct FinishedPods(Mutex<Index>);
 
 impl FinishedPods {
     /// A pod was added or changed: indexed while it has finished and is not being deleted.
@@ -29,10 +39,12 @@ impl FinishedPods {
             && matches!(pod.phase(), Some("Succeeded" | "Failed"));
         let mut index = self.lock();
         if finished {
-            index
-                .entry(key)
-                .or_default()
-                .insert(attempt, pod.name_any());
+            let name = pod.name_any();
+            let pods = index.entry(key).or_default();
+            if pods.get(&attempt).is_none_or(|f| f.name != name) {
+                let seen = Instant::now();
+                pods.insert(attempt, Finished { name, seen });
+            }
         } else {
             remove(&mut index, key, attempt);
         }
@@ -53,10 +65,18 @@ impl FinishedPods {
             .get(&(namespace.to_string(), uid.to_string()))
             .map(|pods| {
                 pods.range(..attempt)
-                    .map(|(a, name)| (*a, name.clone()))
+                    .map(|(a, f)| (*a, f.name.clone()))
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// When the pod of `attempt` of the Agent `uid` in `namespace` was first seen finished, if it
+    /// is indexed.
+    pub fn seen(&self, namespace: &str, uid: &str, attempt: u32) -> Option<Instant> {
+        let index = self.lock();
+        let pods = index.get(&(namespace.to_string(), uid.to_string()))?;
+        pods.get(&attempt).map(|f| f.seen)
     }
 
     /// Drops `attempt` of the Agent `uid` in `namespace` (its pod is no longer in the cache).
@@ -68,7 +88,7 @@ impl FinishedPods {
         );
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, BTreeMap<u32, String>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Index> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -80,7 +100,7 @@ fn identity(pod: &CachedPod) -> Option<(Key, u32)> {
     Some(((pod.namespace().unwrap_or_default(), uid.clone()), attempt))
 }
 
-fn remove(index: &mut HashMap<Key, BTreeMap<u32, String>>, key: Key, attempt: u32) {
+fn remove(index: &mut Index, key: Key, attempt: u32) {
     if let Some(pods) = index.get_mut(&key) {
         pods.remove(&attempt);
         if pods.is_empty() {
@@ -128,6 +148,11 @@ mod tests {
         assert_eq!(names(&index, 2), [1]);
         assert_eq!(index.before("other", "u", 9), []);
         assert_eq!(index.before("ns", "v", 9), [(1, "b-1".to_string())]);
+        // When it was first seen finished is kept through later updates of the same pod.
+        let first = index.seen("ns", "u", 1).expect("seen");
+        index.saw(&pod("a-1", Some("u"), 1, "Failed", false));
+        assert_eq!(index.seen("ns", "u", 1), Some(first));
+        assert_eq!(index.seen("ns", "u", 3), None, "not finished");
         // Being deleted, or deleted: no longer proposed.
         index.saw(&pod("a-1", Some("u"), 1, "Failed", true));
         assert_eq!(names(&index, 9), [2]);

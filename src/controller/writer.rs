@@ -17,7 +17,9 @@
 //! successor adopts them, newest first (`gather`). Everything others decide from — a shutdown, a
 //! kill, a give-up or an open breaker, a group's member, a heartbeat, an outage — goes at once.
 //!
-//! A graceful stop writes everything pending (`flush`).
+//! Someone else's write to a status that has a change pending (a shutdown, a person's patch)
+//! does not drop it: it is moved onto theirs (`rebase`) and decided again, so what happened
+//! before their write stays in the record. A graceful stop writes everything pending (`flush`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -27,8 +29,7 @@ use kube::ResourceExt;
 use prometheus_client::metrics::gauge::Gauge;
 
 use super::round_trips::RoundTrips;
-use crate::api::{Agent, AgentStatus, Phase, Trigger};
-use crate::supervise::{Input, Plan, PolicyResolution};
+use crate::api::{Agent, AgentStatus};
 
 /// The status interval unless `--status-interval` sets another: the kubelet's status manager
 /// writes a pod's status at least this often, and people know that bound. Shorter makes a crash
@@ -97,6 +98,19 @@ impl Pending {
         }
     }
 
+    /// This status moved onto `agent`, whose status someone else rewrote since it was decided
+    /// (see `rebase`); it keeps when its first change was decided, and when it is due.
+    pub fn rebased(&self, agent: &Agent) -> Option<Pending> {
+        let unset = AgentStatus::default();
+        let old = self.written.status.as_ref().unwrap_or(&unset);
+        let new = agent.status.as_ref().unwrap_or(&unset);
+        Some(Pending {
+            written: agent.clone(),
+            status: rebase::rebase(old, new, &self.status)?,
+            ..self.clone()
+        })
+    }
+
     /// Whether it was decided on `agent`'s status as it is (its spec or metadata may differ).
     fn made_on(&self, agent: &Agent) -> bool {
         let unset = AgentStatus::default();
@@ -151,19 +165,27 @@ impl Writer {
         self.agents.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The status pending for `agent`, if it was decided on the Agent's status as it is. One
-    /// decided on a status someone else has changed since is dropped: the decision adopts the
-    /// pods, as after a lost write.
+    /// The status pending for `agent`, moved onto the Agent's status as it is: one decided on a
+    /// status someone else has changed since (a shutdown, a person's patch) is rebased onto
+    /// theirs (`rebase`), never dropped, so what happened before their write stays in the
+    /// record. One for an earlier Agent of the same name is dropped.
     pub fn pending(&self, agent: &Agent) -> Option<Pending> {
         let mut agents = self.lock();
         let entry = agents.get_mut(&key(agent))?;
-        match &entry.pending {
-            Some(p) if p.made_on(agent) => Some(p.clone()),
-            Some(_) => {
+        let rebased = match &entry.pending {
+            Some(p) if p.made_on(agent) => return Some(p.clone()),
+            Some(p) if p.written.uid() == agent.uid() => p.rebased(agent),
+            _ => None,
+        };
+        match rebased {
+            Some(p) => {
+                entry.pending = Some(p.clone());
+                Some(p)
+            }
+            None => {
                 self.drop_pending(entry);
                 None
             }
-            None => None,
         }
     }
 
@@ -305,81 +327,9 @@ fn key(agent: &Agent) -> Key {
     (agent.namespace().unwrap_or_default(), agent.name_any())
 }
 
-/// Whether `plan`'s status may wait for the trailing edge, given the status as written: it
-/// holds, beyond what is written, only failures (at most `MAX_UNRECORDED`) each restarted by the
-/// pod made for it but the last (waiting for its backoff, or restarted too), and the phase of
-/// the current pod; nothing others decide from (`watched`, a group, a shutdown, a kill, a
-/// handled request, an open breaker) and nothing a successor could not decide again from the
-/// pods.
-pub fn may_wait(written: &AgentStatus, plan: &Plan, watched: bool) -> bool {
-    let s = &plan.status;
-    let routine = |s: &AgentStatus| {
-        matches!(
-            s.phase,
-            Some(Phase::Pending | Phase::Running | Phase::BackingOff)
-        )
-    };
-    let breaker = |s: &AgentStatus| s.circuit_breaker.as_ref().map(|b| (b.state, b.trips));
-    // The first attempt whose failure the written status may not record yet.
-    let first = written.attempt.max(1);
-    let new_failures = s.restart_history.iter().take_while(|r| r.attempt >= first);
-    let rebuildable = s.attempt >= written.attempt
-        && s.attempt - written.attempt <= MAX_UNRECORDED
-        && new_failures.clone().all(|r| r.trigger == Trigger::Failure)
-        && new_failures.count() <= MAX_UNRECORDED as usize;
-    written.attempt > 0
-        && routine(written)
-        && routine(s)
-        && rebuildable
-        && nothing_others_decide_from(written, plan, watched)
-        && breaker(s) == breaker(written)
-        && s.observed_generation == written.observed_generation
-}
+mod rebase;
+mod waits;
 
-/// Whether `plan` only records a new Agent's first pod, pending or running, for an Agent never
-/// written: it may wait for the interval (`Writer::first_due`), so that a burst of new Agents
-/// gets its pods before their statuses, and a pod that runs soon costs one write, not two. A
-/// successor adopts the pod, as after a lost write.
-pub fn first_may_wait(written: &AgentStatus, plan: &Plan, watched: bool) -> bool {
-    let s = &plan.status;
-    *written == AgentStatus::default()
-        && s.attempt == 1
-        && matches!(s.phase, Some(Phase::Pending | Phase::Running))
-        && s.restart_history.is_empty()
-        && nothing_others_decide_from(written, plan, watched)
-}
-
-/// Whether `plan` changes nothing others decide from, against the status as written: not a
-/// `watched` agent, no group member, no shutdown, no kill, no restart or reset request handled.
-fn nothing_others_decide_from(written: &AgentStatus, plan: &Plan, watched: bool) -> bool {
-    let s = &plan.status;
-    let requests = |s: &AgentStatus| {
-        (
-            s.handled_restart_request.clone(),
-            s.handled_reset_request.clone(),
-        )
-    };
-    !watched
-        && s.group.is_none()
-        && written.group.is_none()
-        && s.shutdown == written.shutdown
-        && plan.record_shutdown.is_none()
-        && plan.delete_pod.is_none()
-        && requests(s) == requests(written)
-}
-
-/// Whether others decide from this agent's status: a policy that detects outages (it counts
-/// failures from the statuses), or one that is missing. (A lost heartbeat kills a pod, and a
-/// kill is written at once; the restart after it is rebuilt from the pod made for it.)
-pub fn watched(input: &Input) -> bool {
-    match &input.policy {
-        PolicyResolution::Named(_, spec) | PolicyResolution::NamespaceDefault(spec) => {
-            spec.outage.is_some()
-        }
-        PolicyResolution::BuiltIn => false,
-        PolicyResolution::Missing(_) => true,
-    }
-}
-
+pub use waits::{first_may_wait, may_wait, watched};
 #[cfg(test)]
 mod tests;

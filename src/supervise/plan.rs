@@ -96,11 +96,14 @@ pub enum EventReason {
     BudgetExhausted,
     /// The spend crossed the budget's `warnAt`.
     BudgetLow,
+    /// The API server refused the next attempt's pod (quota, admission, an invalid template):
+    /// no restart until it takes it.
+    ReplacementRefused,
 }
 
 impl EventReason {
     /// Every reason, in declaration order.
-    pub const ALL: [EventReason; 22] = [
+    pub const ALL: [EventReason; 23] = [
         EventReason::PodCreated,
         EventReason::Crashed,
         EventReason::RestartScheduled,
@@ -123,6 +126,7 @@ impl EventReason {
         EventReason::ReportIgnored,
         EventReason::BudgetExhausted,
         EventReason::BudgetLow,
+        EventReason::ReplacementRefused,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -149,6 +153,7 @@ impl EventReason {
             EventReason::ReportIgnored => "ReportIgnored",
             EventReason::BudgetExhausted => "BudgetExhausted",
             EventReason::BudgetLow => "BudgetLow",
+            EventReason::ReplacementRefused => "ReplacementRefused",
         }
     }
 
@@ -166,6 +171,7 @@ impl EventReason {
                 | EventReason::ReportIgnored
                 | EventReason::BudgetExhausted
                 | EventReason::BudgetLow
+                | EventReason::ReplacementRefused
         )
     }
 }

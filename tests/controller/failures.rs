@@ -59,7 +59,7 @@ async fn a_rollout_the_api_server_refuses_keeps_the_running_pod_and_says_why() {
     let (_, message) = ready_reason(&status).unwrap();
     assert!(message.contains("refused-1 keeps running"), "{message}");
     assert!(message.contains("PodSecurity"), "{message}");
-    let note = ns.wait_event("refused", "PodRefused").await;
+    let note = ns.wait_event("refused", "ReplacementRefused").await;
     assert!(note.contains("refused-2"), "{note}");
     let pods = ns.api::<Pod>();
     let pod = pods
@@ -257,21 +257,28 @@ async fn suspend_stops_the_pod_while_the_policy_is_missing() {
     .await;
 }
 
+/// Sets the namespace's quota `pods` (made if missing) to allow `pods` pods.
+async fn set_pod_quota(ns: &crate::support::TestNamespace, pods: &str) {
+    use k8s_openapi::api::core::v1::ResourceQuota;
+    let quotas = ns.api::<ResourceQuota>();
+    let mut quota: ResourceQuota = serde_json::from_value(json!({
+        "metadata": { "name": "pods" }, "spec": { "hard": { "pods": pods } }
+    }))
+    .unwrap();
+    match quotas.get_opt("pods").await.expect("read the quota") {
+        Some(current) => {
+            quota.metadata.resource_version = current.metadata.resource_version;
+            quotas.replace("pods", &Default::default(), &quota).await
+        }
+        None => quotas.create(&Default::default(), &quota).await,
+    }
+    .expect("set the quota");
+}
+
 #[tokio::test]
 async fn a_restart_over_quota_waits_for_room_and_retries_soon() {
-    use k8s_openapi::api::core::v1::ResourceQuota;
     let (ns, _operator) = setup().await;
-    let quotas = ns.api::<ResourceQuota>();
-    let quota = |pods: &str| {
-        serde_json::from_value::<ResourceQuota>(json!({
-            "metadata": { "name": "pods" }, "spec": { "hard": { "pods": pods } }
-        }))
-        .unwrap()
-    };
-    quotas
-        .create(&Default::default(), &quota("1"))
-        .await
-        .expect("create quota");
+    set_pod_quota(&ns, "1").await;
     ns.create_agent("squeezed", json!({})).await;
     ns.wait_running("squeezed-1").await;
     ns.wait_status("squeezed", "Running", |s| s.phase == Some(Phase::Running))
@@ -293,7 +300,7 @@ async fn a_restart_over_quota_waits_for_room_and_retries_soon() {
         ready_reason(&status).unwrap().1.contains("exceeded quota"),
         "{status:?}"
     );
-    ns.wait_event("squeezed", "PodRefused").await;
+    ns.wait_event("squeezed", "ReplacementRefused").await;
     let pod = ns.api::<Pod>().get("squeezed-1").await.expect("kept");
     assert!(pod.metadata.deletion_timestamp.is_none());
     assert_eq!(
@@ -302,12 +309,7 @@ async fn a_restart_over_quota_waits_for_room_and_retries_soon() {
     );
 
     // Room is made: a quota refusal is retried within seconds, not treated as final.
-    let mut room = quota("2");
-    room.metadata.resource_version = quotas.get("pods").await.unwrap().metadata.resource_version;
-    quotas
-        .replace("pods", &Default::default(), &room)
-        .await
-        .expect("raise quota");
+    set_pod_quota(&ns, "2").await;
     ns.wait_running("squeezed-2").await;
     let status = ns
         .wait_status("squeezed", "the manual restart recorded", |s| {
@@ -316,4 +318,59 @@ async fn a_restart_over_quota_waits_for_room_and_retries_soon() {
         .await;
     assert_eq!(status.restart_history[0].trigger, Trigger::Manual);
     assert_eq!(status.handled_restart_request.as_deref(), Some("1"));
+}
+
+#[tokio::test]
+async fn a_crash_whose_replacement_is_refused_is_recorded_and_restarted_once_allowed() {
+    let (ns, _operator) = setup().await;
+    set_pod_quota(&ns, "2").await;
+    ns.create_policy("fast", fast_policy("1s")).await;
+    ns.create_agent("crowded", json!({ "restartPolicyRef": { "name": "fast" } }))
+        .await;
+    ns.wait_running("crowded-1").await;
+    // Someone else's pod takes the last place: the agent's next pod will be over quota.
+    let filler: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "filler" },
+        "spec": { "containers": [{ "name": "c", "image": "example.invalid/filler" }] },
+    }))
+    .unwrap();
+    ns.api::<Pod>()
+        .create(&Default::default(), &filler)
+        .await
+        .expect("create the filler pod");
+    set_pod_quota(&ns, "1").await;
+    ns.terminate("crowded-1", 3, "Error", "boom").await;
+
+    // The crash is recorded all the same, and the status says why no restart follows.
+    let status = ns
+        .wait_status("crowded", "the crash recorded, the restart refused", |s| {
+            s.restart_history.first().is_some_and(|r| r.attempt == 1)
+                && ready_reason(s).is_some_and(|(reason, _)| reason == "ReplacementRefused")
+        })
+        .await;
+    let (_, message) = ready_reason(&status).unwrap();
+    assert!(message.contains("crowded-2"), "{message}");
+    assert!(message.contains("exceeded quota"), "{message}");
+    assert_eq!(status.restart_history[0].exit_code, Some(3));
+    assert_eq!(status.phase, Some(Phase::BackingOff));
+    assert_eq!(status.restart_count, 0, "no restart happened");
+    let note = ns.wait_event("crowded", "ReplacementRefused").await;
+    assert!(note.contains("exceeded quota"), "{note}");
+    assert!(
+        ns.api::<Pod>()
+            .get_opt("crowded-2")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // Room again: the restart follows within the retry's minute.
+    set_pod_quota(&ns, "2").await;
+    ns.wait_running("crowded-2").await;
+    let status = ns
+        .wait_status("crowded", "the restart recorded", |s| {
+            s.restart_count == 1 && s.attempt == 2
+        })
+        .await;
+    assert_eq!(status.restart_history[0].trigger, Trigger::Failure);
 }

@@ -2,28 +2,10 @@
 //! ends; each attempt's last report counted once, kept across restarts, and a report going
 //! backwards set aside and said.
 
-use agent_supervisor::api::SPEND_ANNOTATION;
-use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
-use crate::support::TestNamespace;
 use crate::{fast_policy, setup_prompt};
-
-/// The pod `holder` renews the Lease `lease` and reports `spend` (JSON) on it.
-async fn report_spend(ns: &TestNamespace, lease: &str, holder: &str, spend: &str) {
-    let now = jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
-        .to_string();
-    let patch = json!({
-        "metadata": { "annotations": { SPEND_ANNOTATION: spend } },
-        "spec": { "holderIdentity": holder, "renewTime": now },
-    });
-    ns.api::<Lease>()
-        .patch(lease, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .expect("the agent writes its Lease");
-}
+use kube::api::{Patch, PatchParams};
 
 #[tokio::test]
 async fn each_attempts_last_report_is_counted_once_across_restarts() {
@@ -35,8 +17,7 @@ async fn each_attempts_last_report_is_counted_once_across_restarts() {
     )
     .await;
     ns.wait_running("spender-1").await;
-    report_spend(
-        &ns,
+    ns.report_spend(
         "spender",
         "spender-1",
         r#"{"cost": "0.10", "tokens": 1000}"#,
@@ -47,8 +28,7 @@ async fn each_attempts_last_report_is_counted_once_across_restarts() {
     })
     .await;
     // It grows; then the attempt ends, its last words saying more than its Lease did.
-    report_spend(
-        &ns,
+    ns.report_spend(
         "spender",
         "spender-1",
         r#"{"cost": "0.30", "tokens": 3000}"#,
@@ -76,7 +56,8 @@ async fn each_attempts_last_report_is_counted_once_across_restarts() {
         (first.cost.as_deref(), first.tokens),
         (Some("0.40"), Some(4000))
     );
-    report_spend(&ns, "spender", "spender-2", r#"{"cost": "0.05"}"#).await;
+    ns.report_spend("spender", "spender-2", r#"{"cost": "0.05"}"#)
+        .await;
     let status = ns
         .wait_status("spender", "attempt 2's report", |s| {
             s.spend.as_ref().and_then(|s| s.cost.as_deref()) == Some("0.45")
@@ -88,7 +69,8 @@ async fn each_attempts_last_report_is_counted_once_across_restarts() {
     assert_eq!(spend.since, first.since, "counted since the first report");
 
     // Going backwards within the attempt: set aside, and said once.
-    report_spend(&ns, "spender", "spender-2", r#"{"cost": "0.01"}"#).await;
+    ns.report_spend("spender", "spender-2", r#"{"cost": "0.01"}"#)
+        .await;
     let note = ns.wait_event("spender", "ReportIgnored").await;
     assert!(note.contains("0.01") && note.contains("0.05"), "{note}");
     let status = ns.status("spender").await;

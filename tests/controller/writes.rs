@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use agent_supervisor::api::{
-    AGENT_LABEL, AGENT_UID_LABEL, ATTEMPT_LABEL, Agent, Phase, TEMPLATE_HASH_ANNOTATION,
-    TRIGGER_ANNOTATION, Trigger,
+    AGENT_LABEL, AGENT_UID_LABEL, ATTEMPT_LABEL, Agent, FailureReason, Phase,
+    TEMPLATE_HASH_ANNOTATION, TRIGGER_ANNOTATION, Trigger,
 };
 use agent_supervisor::controller::manifests;
 use k8s_openapi::api::core::v1::Pod;
@@ -47,33 +47,6 @@ async fn with_interval(interval: Duration) -> (TestNamespace, Operator) {
     crate::setup_with(|config| config.status_interval = interval).await
 }
 
-/// The Agent `looper`, restarted at once after every crash, no breaker; its first pod running.
-/// (Its first status waits for the interval: its first crash is written at once.)
-async fn looper(ns: &TestNamespace) {
-    ns.create_policy(
-        "immediate",
-        json!({ "backoff": { "type": "Immediate", "jitter": 0.0 },
-                "circuitBreaker": { "failureThreshold": 0 } }),
-    )
-    .await;
-    ns.create_agent(
-        "looper",
-        json!({ "restartPolicyRef": { "name": "immediate" } }),
-    )
-    .await;
-    ns.wait_running("looper-1").await;
-}
-
-/// Crashes attempts `attempts` in turn, each once its pod runs.
-async fn crash(ns: &TestNamespace, attempts: std::ops::RangeInclusive<u32>) {
-    for n in attempts {
-        let pod = format!("looper-{n}");
-        ns.wait_running(&pod).await;
-        ns.terminate(&pod, n as i32, "Error", &format!("failure {n}"))
-            .await;
-    }
-}
-
 #[tokio::test]
 async fn a_new_agent_shows_its_phase_and_pod_within_its_interval() {
     let (ns, _operator) = with_interval(Duration::from_secs(2)).await;
@@ -93,8 +66,8 @@ async fn a_new_agent_shows_its_phase_and_pod_within_its_interval() {
 async fn crashes_in_a_row_are_written_together_and_each_is_recorded() {
     let (ns, _operator) = with_interval(Duration::from_secs(30)).await;
     let versions = ns.record_agent("looper").await;
-    looper(&ns).await;
-    crash(&ns, 1..=3).await;
+    ns.looper().await;
+    ns.crash_looper(1..=3).await;
     ns.wait_running("looper-4").await;
     let status = ns
         .wait_status_for(
@@ -137,8 +110,8 @@ async fn crashes_in_a_row_are_written_together_and_each_is_recorded() {
 #[tokio::test]
 async fn what_is_pending_is_written_when_the_operator_stops() {
     let (ns, operator) = with_interval(LONG).await;
-    looper(&ns).await;
-    crash(&ns, 1..=2).await;
+    ns.looper().await;
+    ns.crash_looper(1..=2).await;
     ns.wait_running("looper-3").await;
     // Both restarts were made; the first was written at once, and the interval is long: the
     // second's record is pending.
@@ -179,8 +152,8 @@ async fn what_is_pending_is_written_when_leadership_is_lost_while_the_lease_hold
             futures::future::pending(),
             async move { lost.await.ok().flatten() },
         ));
-        looper(&ns).await;
-        crash(&ns, 1..=2).await;
+        ns.looper().await;
+        ns.crash_looper(1..=2).await;
         ns.wait_running("looper-3").await;
         let before = ns.status("looper").await;
         assert_eq!(before.restart_count, 1, "{before:?}");
@@ -202,8 +175,8 @@ async fn what_is_pending_is_written_when_leadership_is_lost_while_the_lease_hold
 async fn a_successor_adopts_the_newest_pod_never_an_older_attempt_beside_it() {
     let (ns, operator) = with_interval(LONG).await;
     let pods = ns.record_pods().await;
-    looper(&ns).await;
-    crash(&ns, 1..=3).await;
+    ns.looper().await;
+    ns.crash_looper(1..=3).await;
     ns.wait_running("looper-4").await;
     let written = ns
         .wait_status("looper", "the first crash written", |s| s.attempt == 2)
@@ -221,6 +194,20 @@ async fn a_successor_adopts_the_newest_pod_never_an_older_attempt_beside_it() {
         .wait_status("looper", "attempt 4 adopted", |s| s.attempt == 4)
         .await;
     assert_eq!(status.pod_name.as_deref(), Some("looper-4"));
+    // Every restart counted: attempt 2's end read from its pod, attempt 3's from its successor.
+    assert_eq!(status.restart_count, 3, "{status:?}");
+    let ends: Vec<_> = status
+        .restart_history
+        .iter()
+        .map(|r| (r.attempt, r.exit_code, r.reason))
+        .collect();
+    assert_eq!(
+        ends[..2],
+        [
+            (3, None, Some(FailureReason::Unknown)),
+            (2, Some(2), Some(FailureReason::Error))
+        ]
+    );
     // Attempt 3 was never made again, nor anything else: one live pod all along.
     let created: Vec<String> = pods
         .all()
@@ -307,7 +294,7 @@ async fn what_is_pending_for_an_agent_goes_when_it_is_deleted() {
         config.metrics = metrics;
     })
     .await;
-    looper(&ns).await;
+    ns.looper().await;
     let names = ["a0", "a1", "a2"];
     for name in names {
         ns.create_agent(name, json!({ "restartPolicyRef": { "name": "immediate" } }))

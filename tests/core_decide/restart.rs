@@ -91,6 +91,28 @@ fn a_running_ready_pod_makes_the_agent_running_and_ready() {
 }
 
 #[test]
+fn a_crash_decided_again_later_keeps_its_restart_time() {
+    // A successor deciding the same failure 3 s later (the first decision's write waited, and
+    // the process died) schedules the very same instant.
+    let decide_at = |now: Timestamp| {
+        let mut sim = Sim::running(PolicyResolution::BuiltIn);
+        sim.runs(5).exits(1, Some("boom"), 65);
+        sim.input.now = now;
+        sim.step().status.next_restart_at
+    };
+    let first = decide_at(t(66));
+    assert!(first.is_some());
+    assert_eq!(decide_at(t(69) + SignedDuration::from_millis(700)), first);
+    // Decided only after it was due: the restart is due at once, not a backoff later.
+    let mut sim = Sim::running(PolicyResolution::BuiltIn);
+    sim.runs(5).exits(1, Some("boom"), 65);
+    sim.input.now = t(95);
+    let plan = sim.step();
+    assert!(plan.status.next_restart_at.is_some_and(|at| at.0 <= t(95)));
+    assert!(sim.step().create_pod.is_some(), "restarted at once");
+}
+
+#[test]
 fn a_crash_schedules_a_jittered_exponential_restart() {
     let mut sim = Sim::running(PolicyResolution::BuiltIn);
     sim.runs(5).exits(1, Some("RuntimeError: boom"), 65);
@@ -109,7 +131,8 @@ fn a_crash_schedules_a_jittered_exponential_restart() {
         Some(delay),
         "the same each time"
     );
-    let due = ceil_second(t(70) + SignedDuration::from_millis(delay.as_millis() as i64));
+    // Counted from when the attempt ended (65), not from when the operator saw it.
+    let due = ceil_second(t(65) + SignedDuration::from_millis(delay.as_millis() as i64));
     let s = &plan.status;
     assert_eq!(s.phase, Some(Phase::BackingOff));
     assert_eq!(s.next_restart_at, Some(Time(due)));

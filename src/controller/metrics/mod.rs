@@ -70,7 +70,7 @@ pub struct Metrics {
     pub outage_events: Family<ReasonLabel, Counter>,
     pub restarts_delayed: Counter,
     pub events_dropped: Counter,
-    /// From a status change decided to its write (`writer`).
+    /// From a change's cause to the write that records it (`reconcile::record::write`).
     pub status_lag: Histogram,
     /// Agents with a status decided and not yet written (`writer`).
     pub status_pending: Gauge,
@@ -193,7 +193,7 @@ impl Metrics {
         );
         registry.register_with_unit(
             "status_lag",
-            "From a status change decided to its write (within --status-interval, as promised)",
+            "From a change's cause (a pod's end as first seen, else the change decided) to the write that records it (within --status-interval, as promised)",
             Unit::Seconds,
             metrics.status_lag.clone(),
         );

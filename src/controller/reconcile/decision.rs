@@ -60,7 +60,8 @@ pub(super) async fn decide<'a>(
     let input = gather::gather(&d.agent, ctx, now, source).await?;
     d.watched = writer::watched(&input);
     d.plan = supervise::decide(input);
-    if d.plan.delete_pod.is_some() || adopts_on_resume(&d.agent, &d.plan) {
+    let decided_on_server = d.plan.delete_pod.is_some() || adopts_on_resume(&d.agent, &d.plan);
+    if decided_on_server {
         // Nothing is deleted on cached facts: a Lease renewed while the lease watch was
         // re-listing, or a pod the cache saw late, must not get a running agent killed. Nor is
         // a pod taken back as running when a shutdown is cleared or a suspend lifted: it may
@@ -75,7 +76,15 @@ pub(super) async fn decide<'a>(
         d.written = Cow::Owned(latest);
         source = Source::Server;
         d.plan = supervise::decide(gather::gather(&d.agent, ctx, now, source).await?);
-    } else if let Some(new) = &d.plan.create_pod {
+    } else if let Some(new) = &d.plan.create_pod
+        && heartbeat_restart(&d.agent, new)
+    {
+        // The next attempt will renew the heartbeat Lease: what the ended one reported there is
+        // counted from the Lease as the server has it, not as a lagging cache does.
+        source = Source::Server;
+        d.plan = supervise::decide(gather::gather(&d.agent, ctx, now, source).await?);
+    }
+    if let (Some(new), false) = (&d.plan.create_pod, decided_on_server) {
         let namespace = agent.namespace().unwrap_or_default();
         if ctx.own_writes.just_created(&namespace, &new.name) {
             // This process created that very pod a moment ago: the pod cache has not caught
@@ -108,6 +117,29 @@ pub(super) async fn decide<'a>(
         d.waiting = Some(wait);
     }
     Ok(Ok(d))
+}
+
+/// What `d` decides without a restart at once (its pod refused): the failure the restart was for,
+/// recorded with the restart due. `None` when it decides no failure (a restart that was due
+/// anyway), or its facts could not be read.
+pub(super) async fn without_restart(d: &Decision<'_>, ctx: &Context) -> Option<Plan> {
+    let options = supervise::Options {
+        restart_at_once: false,
+    };
+    let input = gather::gather(&d.agent, ctx, jiff::Timestamp::now(), Source::Cache)
+        .await
+        .ok()?;
+    let plan = supervise::decide_with(input, options);
+    plan.create_pod.is_none().then_some(plan)
+}
+
+/// Whether `new` restarts an agent with a heartbeat after a failure.
+fn heartbeat_restart(agent: &Agent, new: &supervise::NewPod) -> bool {
+    agent.spec.heartbeat.is_some()
+        && matches!(
+            new.origin.trigger,
+            Some(crate::api::Trigger::Failure | crate::api::Trigger::HeartbeatLost)
+        )
 }
 
 /// `agent` with the status pending for it, if any.

@@ -90,7 +90,7 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
     let pods: Api<Pod> =
         Api::namespaced(ctx.client.clone(), &agent.namespace().unwrap_or_default());
     if let Err(error) = validate_replacement(&d, &pods, ctx).await {
-        return Err(record::refused(&d.agent, before, error, ctx).await);
+        return Err(record::refused(&d, None, error, ctx).await);
     }
     if let (Some(kill), None) = (&plan.delete_pod, &plan.create_pod) {
         record::write(&d.written, plan, ctx).await?;
@@ -101,6 +101,8 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
     }
     if let Some(kill) = &plan.delete_pod {
         delete_pod(&pods, kill, ctx).await?;
+    } else if let Some(written) = write_ahead(&d, ctx).await? {
+        return Ok(Done::DueNow(Box::new(written)));
     }
     repair(&d, ctx).await?;
     if let Some(done) = create(&d, &pods, ctx).await? {
@@ -167,6 +169,45 @@ async fn validate_replacement(
     dry_run(&d.agent, pods, next, ctx).await
 }
 
+/// Before the next attempt's pod exists (it will renew the heartbeat Lease, and what the ended
+/// attempt reported there is then gone for a successor): what it reported that the server does
+/// not have yet is written ahead, with the failure and without the restart, which follows at
+/// once on the Agent as written. The Agent as written, if it was.
+async fn write_ahead(d: &Decision<'_>, ctx: &Context) -> Result<Option<Agent>, Error> {
+    let unset = AgentStatus::default();
+    let on_server = d.on_server().unwrap_or(&unset);
+    if d.plan.create_pod.is_none() || !reports_unwritten(on_server, &d.plan.status) {
+        return Ok(None);
+    }
+    let before = d.before().unwrap_or(&unset);
+    let ahead = decision::without_restart(d, ctx)
+        .await
+        .unwrap_or_else(|| Plan {
+            status: before.clone(),
+            ..Plan::default()
+        });
+    if !reports_unwritten(on_server, &ahead.status) {
+        return Ok(None);
+    }
+    let Some(written) = record::write(&d.written, &ahead, ctx).await? else {
+        return Ok(None);
+    };
+    events::publish(&d.agent, &ahead, ctx);
+    ctx.metrics.observe(before, &ahead, jiff::Timestamp::now());
+    Ok(Some(written))
+}
+
+/// Whether `status` holds reports (progress, checkpoints, spend) that `on_server` does not.
+fn reports_unwritten(on_server: &AgentStatus, status: &AgentStatus) -> bool {
+    let progress = |s: &AgentStatus| s.progress.as_ref().map(|p| p.value);
+    let checkpoints = |s: &AgentStatus| -> Vec<String> {
+        s.checkpoints.iter().map(|c| c.reference.clone()).collect()
+    };
+    progress(on_server) != progress(status)
+        || checkpoints(on_server) != checkpoints(status)
+        || on_server.spend != status.spend
+}
+
 /// Creates the plan's pod, before it is recorded: a lost status write is repaired by adopting
 /// the pod (its name is derived from the attempt, and it carries what it was created for),
 /// never by a second pod. `Some` when the reconcile ends here.
@@ -183,6 +224,12 @@ async fn create(d: &Decision<'_>, pods: &Api<Pod>, ctx: &Context) -> Result<Opti
         if e.refused_for_deletion() {
             ctx.terminating.saw(&namespace, jiff::Timestamp::now());
             return Ok(Some(Done::Then(Action::await_change())));
+        }
+        if e.is_refused() {
+            // The failure the restart was for is recorded all the same, with why no restart
+            // follows; the error policy retries within a minute (`error::retry_delay`).
+            let recorded = decision::without_restart(d, ctx).await;
+            return Err(record::refused(d, recorded, e, ctx).await);
         }
         events::warn_user(&d.agent, &e, ctx);
         return Err(e);

@@ -9,9 +9,10 @@ use tracing::{info, warn};
 use super::super::error::Error;
 use super::super::writer::{self, When};
 use super::super::{Context, events, status};
+use super::decision::Decision;
 use crate::api::{Agent, AgentStatus};
-use crate::supervise::Plan;
 use crate::supervise::conditions::{self, Desired};
+use crate::supervise::{EventReason, Plan};
 
 /// What became of a decided status.
 pub(super) enum Recorded {
@@ -64,19 +65,43 @@ pub(super) async fn write(
 ) -> Result<Option<Agent>, Error> {
     let unset = AgentStatus::default();
     let on_server = written.status.as_ref().unwrap_or(&unset);
+    let ended = first_seen_ended(written, plan, ctx);
     let result = status::record(written, on_server, plan, ctx).await?;
     let now = Instant::now();
     let since = ctx.writer.wrote(written, now);
     if result.is_some() || plan.record_shutdown.is_some() {
-        let lag = since.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
+        // From the cause: the first pod end it records as the watch first showed it, or the
+        // first change it held, whichever came first; written at once for what the decision
+        // itself saw, from then.
+        let cause = [since, ended].into_iter().flatten().min().unwrap_or(now);
+        let lag = now.saturating_duration_since(cause);
         ctx.metrics.status_lag.observe(lag.as_secs_f64());
     }
     Ok(result)
 }
 
+/// When the watch first showed finished the first pod whose end `plan` records and the status
+/// `written` does not.
+fn first_seen_ended(written: &Agent, plan: &Plan, ctx: &Context) -> Option<Instant> {
+    let (namespace, uid) = (written.namespace()?, written.uid()?);
+    let recorded: Vec<(u32, Option<&crate::api::Time>)> = written
+        .status
+        .iter()
+        .flat_map(|s| &s.restart_history)
+        .map(|r| (r.attempt, r.failed_at.as_ref()))
+        .collect();
+    plan.status
+        .restart_history
+        .iter()
+        .filter(|r| r.failed_at.is_some() && !recorded.contains(&(r.attempt, r.failed_at.as_ref())))
+        .filter_map(|r| ctx.finished.seen(&namespace, &uid, r.attempt))
+        .min()
+}
+
 /// Writes every status pending (a graceful stop: the reconciles have ended). Each write carries
 /// the resourceVersion its status was decided on: one made stale by someone else's write is
-/// refused, and a successor decides it again from the pods.
+/// refused, read again, moved onto theirs (`Pending::rebased`) and written once more; a
+/// successor decides on the result.
 pub async fn flush(ctx: &Context) {
     let pending = ctx.writer.take_pending();
     if pending.is_empty() {
@@ -88,56 +113,84 @@ pub async fn flush(ctx: &Context) {
     );
     let writes = pending.into_iter().map(|p| async move {
         let plan = Plan {
-            status: p.status,
+            status: p.status.clone(),
             ..Plan::default()
         };
-        if let Err(e) = write(&p.written, &plan, ctx).await {
+        let mut result = write(&p.written, &plan, ctx).await;
+        if result.as_ref().is_err_and(Error::is_conflict)
+            && let Ok(Some(latest)) = super::super::gather::latest(&p.written, ctx).await
+            && let Some(rebased) = p.rebased(&latest)
+        {
+            let plan = Plan {
+                status: rebased.status,
+                ..Plan::default()
+            };
+            result = write(&latest, &plan, ctx).await;
+        }
+        if let Err(e) = result {
             warn!(agent = %p.written.name_any(), error = %e, "could not write a pending status");
         }
     });
     futures::future::join_all(writes).await;
 }
 
-/// The replacement of a running pod is refused: the pod keeps running, and the Agent says why
-/// (its `Ready` condition and a Warning Event). Returns the error, for the retry policy.
+/// The API server refused the next attempt's pod (its dry run, or its create): a running pod
+/// keeps running, and the Agent says why, at once: its `Ready` condition (reason
+/// `ReplacementRefused`, the server's message) and a Warning Event. `decided` is what was decided
+/// without the restart (the failure it was for), if anything; else the status as the decision
+/// started from it is written with the condition. A refusal that repeats writes nothing more.
+/// Returns the error, for the retry policy.
 pub(super) async fn refused(
-    agent: &Agent,
-    before: &AgentStatus,
+    d: &Decision<'_>,
+    decided: Option<Plan>,
     error: Error,
     ctx: &Context,
 ) -> Error {
-    // Refused for now (a quota) or for good (Pod Security): either way, people are told.
-    events::warn(agent, &error, ctx);
-    let mut status = before.clone();
+    let unset = AgentStatus::default();
+    let before = d.before().unwrap_or(&unset);
+    let mut plan = decided.unwrap_or_else(|| Plan {
+        status: before.clone(),
+        ..Plan::default()
+    });
+    let status = &mut plan.status;
     let ready = conditions::get(&status.conditions, conditions::READY);
+    let pod = d.plan.create_pod.as_ref().or(d.plan.validate_pod.as_ref());
+    let running = match (&d.plan.delete_pod, &status.pod_name) {
+        (Some(_), Some(current)) => format!("; pod {current} keeps running"),
+        _ => String::new(),
+    };
     let message = format!(
-        "pod {} keeps running: {}",
-        status.pod_name.as_deref().unwrap_or(""),
-        error
+        "the API server refuses pod {}{running}: {}; tried again within a minute",
+        pod.map_or("", |p| p.name.as_str()),
+        error.server_message(),
     );
     let desired = Desired {
         type_: conditions::READY,
-        status: ready.is_some_and(|c| c.status == "True"),
-        reason: "ReplacementRefused",
-        message: &crate::supervise::classify::truncate(message),
+        status: ready.is_some_and(|c| c.status == "True") && d.plan.delete_pod.is_some(),
+        reason: REPLACEMENT_REFUSED,
+        message: &crate::supervise::classify::truncate(message.clone()),
     };
     conditions::set(
         &mut status.conditions,
         desired,
-        agent.metadata.generation.unwrap_or_default(),
+        d.agent.metadata.generation.unwrap_or_default(),
         jiff::Timestamp::now(),
     );
-    let plan = Plan {
-        status,
-        ..Plan::default()
-    };
-    // Written on the Agent as the decision had it, pending status and all.
-    let as_decided = Agent {
-        status: Some(before.clone()),
-        ..agent.clone()
-    };
-    if let Err(e) = write(&as_decided, &plan, ctx).await {
-        warn!(error = %e, "could not record the refused replacement");
+    plan.events.push(crate::supervise::Event {
+        reason: EventReason::ReplacementRefused,
+        note: message,
+        pod: pod.map(|p| p.name.clone()),
+    });
+    // Written on the Agent as the server has it: the status pending goes with it.
+    match write(&d.written, &plan, ctx).await {
+        Ok(_) => {
+            events::publish(&d.agent, &plan, ctx);
+            ctx.metrics.observe(before, &plan, jiff::Timestamp::now());
+        }
+        Err(e) => warn!(error = %e, "could not record the refused pod"),
     }
     error
 }
+
+/// The `Ready` reason of an Agent whose next pod the API server refuses.
+const REPLACEMENT_REFUSED: &str = "ReplacementRefused";

@@ -3,7 +3,8 @@
 use prometheus_client::metrics::gauge::Gauge;
 
 use super::*;
-use crate::api::{RestartRecord, Trigger};
+use crate::api::{Phase, RestartRecord, Trigger};
+use crate::supervise::Plan;
 
 fn agent(name: &str, uid: &str, status: AgentStatus) -> Agent {
     let mut agent = Agent::new(
@@ -121,7 +122,7 @@ fn a_slow_api_server_has_trailing_writes_sent_sooner_by_its_longest_round_trip_l
 }
 
 #[test]
-fn a_pending_status_is_decided_from_until_someone_else_changes_the_status() {
+fn a_pending_status_is_decided_from_and_moved_onto_what_someone_else_writes() {
     let writer = Writer::new(Duration::from_secs(10), Gauge::default());
     let a = agent("a", "u1", running(1));
     let t0 = Instant::now();
@@ -133,10 +134,29 @@ fn a_pending_status_is_decided_from_until_someone_else_changes_the_status() {
     // A later change keeps the time of the first one not written.
     writer.hold(&a, restarted(1..=2).status, t0 + Duration::from_secs(3), t0);
     assert_eq!(writer.pending(&a).unwrap().since, t0);
-    // The status changed by someone else: what was pending is dropped.
-    let changed = agent("a", "u1", running(2));
-    assert!(writer.pending(&changed).is_none());
-    assert!(writer.pending(&a).is_none(), "dropped, not kept for later");
+    // Someone else writes the status (a shutdown): what was pending is moved onto theirs, never
+    // dropped; it keeps its first change's time, and is what the next decision starts from.
+    let mut theirs = running(1);
+    theirs.handled_restart_request = Some("by hand".into());
+    let changed = agent("a", "u1", theirs);
+    let rebased = writer.pending(&changed).expect("rebased, not dropped");
+    assert_eq!(rebased.since, t0);
+    assert_eq!(
+        rebased.status.restart_history.len(),
+        2,
+        "the failures it held"
+    );
+    assert_eq!(rebased.status.attempt, 3);
+    assert_eq!(
+        rebased.status.handled_restart_request.as_deref(),
+        Some("by hand"),
+        "what they wrote"
+    );
+    assert_eq!(rebased.written.status, changed.status, "the new base");
+    assert_eq!(
+        writer.pending(&changed).expect("kept").status,
+        rebased.status
+    );
     // A namesake with another uid is another Agent.
     writer.hold(&a, decided, t0, t0);
     assert!(writer.pending(&agent("a", "u9", running(1))).is_none());

@@ -200,7 +200,10 @@ impl Decider<'_> {
             self.s.attempt,
         )
         .expect("Never was handled above");
-        let at = ceil_second(add(self.now, delay.as_std()));
+        // From when the attempt ended, not from when this is decided: a successor deciding it
+        // again (the write waited, and the process died) gives the same instant.
+        let ended_at = record.failed_at.as_ref().map_or(self.now, |t| t.0);
+        let at = ceil_second(add(ended_at, delay.as_std()));
         record.backoff = Some(delay);
         self.push_history(record);
         self.s.phase = Some(Phase::BackingOff);
@@ -263,7 +266,7 @@ impl Decider<'_> {
         );
         let unrecorded = matches!(self.s.phase, Some(Phase::Pending | Phase::Running))
             && self.s.attempt > 0
-            && next.attempt == self.s.attempt.saturating_add(1)
+            && next.attempt > self.s.attempt
             && self
                 .s
                 .restart_history

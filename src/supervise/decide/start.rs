@@ -4,7 +4,8 @@ use jiff::Timestamp;
 
 use super::{Decider, excerpt, span, whole_second};
 use crate::api::{
-    BreakerState, CircuitBreakerStatus, FailureClass, Phase, RestartRecord, Time, Trigger,
+    BreakerState, CircuitBreakerStatus, FailureClass, FailureReason, Phase, RestartRecord, Time,
+    Trigger,
 };
 use crate::supervise::classify::add;
 use crate::supervise::input::{PodFacts, PodOrigin};
@@ -178,13 +179,20 @@ impl Decider<'_> {
             }
             let counted = counts(pending);
             self.count_restart(counted, created);
-        } else if let Some(trigger) = origin.trigger {
+        } else if self.s.attempt > 0 {
             // The restart's own record was lost with the status write: the pod remembers it.
-            let mut record = self.record(trigger);
-            record.attempt = pod.attempt.saturating_sub(1);
-            record.restarted_at = Some(Time(created));
-            self.push_history(record);
-            self.count_restart(false, created);
+            self.count_unrecorded(self.s.attempt, pod, created);
+        }
+        // The attempts between it and this pod ended unrecorded, and their pods are gone
+        // (removed by someone else while their records waited): each was restarted all the
+        // same, by the pod made after it.
+        // (Only the newest are kept in the history; all are counted.)
+        let gone = self.s.attempt.saturating_add(1)..pod.attempt;
+        let kept = gone.len().min(self.history_limit());
+        let skipped = u32::try_from(gone.len() - kept).unwrap_or(u32::MAX);
+        self.s.restart_count = self.s.restart_count.saturating_add(skipped);
+        for attempt in gone.skip(skipped as usize) {
+            self.count_unrecorded(attempt, pod, created);
         }
         // A pod created while the breaker was open is its probe.
         if self.breaker().state == BreakerState::Open {
@@ -195,6 +203,31 @@ impl Decider<'_> {
         self.s.resumed_from = origin.checkpoint.clone();
         self.s.phase = Some(Phase::Pending);
         self.s.next_restart_at = None;
+    }
+
+    /// `attempt`, before `pod`'s, ended and was restarted with no record of its end, and its pod
+    /// is gone: the restart is counted, as reason `Unknown`, at `created` (when `pod` was, at the
+    /// latest). Why the attempt after it was made is what `pod` says of its own, if it is the
+    /// next; a pod made with no trigger (a resume) was no restart.
+    fn count_unrecorded(&mut self, attempt: u32, pod: &PodFacts, created: Timestamp) {
+        let trigger = match pod.origin.trigger {
+            _ if attempt.saturating_add(1) < pod.attempt => Trigger::Failure,
+            Some(trigger) => trigger,
+            None => return,
+        };
+        let mut record = self.record(trigger);
+        record.attempt = attempt;
+        match trigger {
+            Trigger::HeartbeatLost => record.reason = Some(FailureReason::HeartbeatLost),
+            Trigger::Failure => {
+                record.reason = Some(FailureReason::Unknown);
+                record.message = Some(std::sync::Arc::from(GONE_UNRECORDED));
+            }
+            _ => {}
+        }
+        record.restarted_at = Some(Time(created));
+        self.push_history(record);
+        self.count_restart(false, created);
     }
 
     /// A restart performed at `at`; `counted` ones count toward the restart limit.
@@ -268,6 +301,9 @@ impl Decider<'_> {
         self.event(EventReason::RolledOut, note);
     }
 }
+
+/// What the history says of an attempt whose pod was gone before its end was recorded.
+pub const GONE_UNRECORDED: &str = "pod gone before its end was recorded";
 
 /// Whether a restart counts toward the restart limit: a failure's, restarted with backoff. A
 /// restart the agent asked to wait for, or one held by an outage, does not.

@@ -29,6 +29,13 @@ fn objects() -> Objects {
 }
 
 /// Offers one Event about `key` at `now` and returns what is sent next.
+/// `u1` sends its whole burst of `Crashed` Events at `t0`.
+fn spend_the_burst(objects: &mut Objects, t0: Instant) {
+    for i in 0..25 {
+        offer_and_send(objects, &key("u1"), pending("Crashed", "c", "a", i), t0);
+    }
+}
+
 fn offer_and_send(objects: &mut Objects, key: &WindowKey, p: Pending, now: Instant) -> Send {
     objects.offer(key, [p], LIMIT, now);
     let send = match objects.next(key, now) {
@@ -173,14 +180,7 @@ fn an_event_that_says_why_an_agent_stopped_is_never_held_behind_others() {
     for reason in NEVER_HELD {
         let mut objects = objects();
         let t0 = Instant::now();
-        for i in 0..25 {
-            offer_and_send(
-                &mut objects,
-                &key("u1"),
-                pending("Crashed", "c", "a", i),
-                t0,
-            );
-        }
+        spend_the_burst(&mut objects, t0);
         objects.offer(&key("u1"), [pending("Crashed", "held", "a", 30)], LIMIT, t0);
         let Step::Wait(_, wake) = objects.next(&key("u1"), t0) else {
             panic!("the burst is spent")
@@ -205,14 +205,7 @@ fn an_event_that_says_why_an_agent_stopped_is_never_held_behind_others() {
     // A warning about an error with such a reason is alike (a refused replacement).
     let mut objects = objects();
     let t0 = Instant::now();
-    for i in 0..25 {
-        offer_and_send(
-            &mut objects,
-            &key("u1"),
-            pending("Crashed", "c", "a", i),
-            t0,
-        );
-    }
+    spend_the_burst(&mut objects, t0);
     let refused = kube_event("ReplacementRefused", true, "exceeded quota", None);
     objects.offer(
         &key("u1"),
