@@ -49,18 +49,23 @@ impl TestNamespace {
     /// The Agent `looper`, restarted at once after every crash, with no breaker (under the
     /// policy `immediate`); its first pod running.
     pub async fn looper(&self) {
-        self.create_policy(
-            "immediate",
-            json!({ "backoff": { "type": "Immediate", "jitter": 0.0 },
-                    "circuitBreaker": { "failureThreshold": 0 } }),
-        )
-        .await;
+        self.create_immediate_policy().await;
         self.create_agent(
             "looper",
             json!({ "restartPolicyRef": { "name": "immediate" } }),
         )
         .await;
         self.wait_running("looper-1").await;
+    }
+
+    /// The RestartPolicy `immediate`: restart at once after every crash, no breaker.
+    pub async fn create_immediate_policy(&self) {
+        self.create_policy(
+            "immediate",
+            json!({ "backoff": { "type": "Immediate", "jitter": 0.0 },
+                    "circuitBreaker": { "failureThreshold": 0 } }),
+        )
+        .await;
     }
 
     /// Crashes `looper`'s attempts `attempts` in turn (exit code and message by attempt), each
