@@ -105,14 +105,19 @@ pub(super) async fn decide<'a>(
     {
         // The restart stays due in the status, and the budget wakes this agent when a token is
         // its (the requeue is only a safety net). A failure decided with its restart is still
-        // recorded now, without the restart.
+        // recorded now, without the restart; a restart that was due already decides nothing
+        // new, but what waits for its write is still written when its interval is up, not when
+        // the budget has a token (a storm at the budget's defaults held records past it).
         let options = supervise::Options {
             restart_at_once: false,
         };
         let input = gather::gather(&d.agent, ctx, now, source).await?;
         d.plan = supervise::decide_with(input, options);
         if d.plan.create_pod.is_some() {
-            return Ok(Err(wait));
+            d.plan = Plan {
+                status: d.agent.status.clone().unwrap_or_default(),
+                ..Plan::default()
+            };
         }
         d.waiting = Some(wait);
     }

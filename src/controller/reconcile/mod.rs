@@ -271,7 +271,12 @@ fn prune(d: &Decision<'_>, recorded: &Recorded, pods: &Api<Pod>, ctx: &Context) 
 fn next(d: Decision<'_>, recorded: Recorded, now: jiff::Timestamp) -> Done {
     let plan = &d.plan;
     if let Some(wait) = d.waiting {
-        return Done::Then(wait);
+        // The budget wakes the agent for its restart; a status held for its interval is
+        // written when that is up, whichever comes first.
+        return match recorded {
+            Recorded::Pending(left) => Done::Then(Action::requeue(left)),
+            Recorded::Written(_) => Done::Then(wait),
+        };
     }
     let due_now = plan.create_pod.is_none()
         && plan.status.phase == Some(crate::api::Phase::BackingOff)
