@@ -108,34 +108,38 @@ pub(super) async fn decide<'a>(
         // recorded now, without the restart; a restart that was due already decides nothing
         // new, but what waits for its write is still written when its interval is up, not when
         // the budget has a token (a storm at the budget's defaults held records past it).
-        let options = supervise::Options {
-            restart_at_once: false,
-        };
-        let input = gather::gather(&d.agent, ctx, now, source).await?;
-        d.plan = supervise::decide_with(input, options);
-        if d.plan.create_pod.is_some() {
-            d.plan = Plan {
-                status: d.agent.status.clone().unwrap_or_default(),
-                ..Plan::default()
-            };
-        }
+        d.plan = without_restart(&d, ctx, now, source).await?;
         d.waiting = Some(wait);
     }
     Ok(Ok(d))
 }
 
-/// What `d` decides without a restart at once (its pod refused): the failure the restart was for,
-/// recorded with the restart due. `None` when it decides no failure (a restart that was due
-/// anyway), or its facts could not be read.
-pub(super) async fn without_restart(d: &Decision<'_>, ctx: &Context) -> Option<Plan> {
+/// What `d` decides, at `now` on facts from `source`, with its restart left due (it waits for
+/// the budget, its pod was refused, or what the ended attempt reported is written first): the
+/// failure the restart was for, without the restart; or, when the restart was due already,
+/// nothing new (`unchanged`).
+pub(super) async fn without_restart(
+    d: &Decision<'_>,
+    ctx: &Context,
+    now: jiff::Timestamp,
+    source: Source,
+) -> Result<Plan, Error> {
     let options = supervise::Options {
         restart_at_once: false,
     };
-    let input = gather::gather(&d.agent, ctx, jiff::Timestamp::now(), Source::Cache)
-        .await
-        .ok()?;
-    let plan = supervise::decide_with(input, options);
-    plan.create_pod.is_none().then_some(plan)
+    let plan = supervise::decide_with(gather::gather(&d.agent, ctx, now, source).await?, options);
+    Ok(match plan.create_pod {
+        Some(_) => unchanged(d),
+        None => plan,
+    })
+}
+
+/// A plan that decides nothing new: the status `d` started from (its pending changes too).
+pub(super) fn unchanged(d: &Decision<'_>) -> Plan {
+    Plan {
+        status: d.agent.status.clone().unwrap_or_default(),
+        ..Plan::default()
+    }
 }
 
 /// Whether `new` restarts an agent with a heartbeat after a failure.

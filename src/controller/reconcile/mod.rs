@@ -15,6 +15,7 @@ mod record;
 use super::act::{create_pod, delete_pod, dry_run, ensure_owned_objects, remove_old_pods};
 use super::error::Error;
 use super::fresh::Freshness;
+use super::gather::Source;
 use super::{AgentObject, Context, RESYNC, events, identity};
 use crate::api::{Agent, AgentStatus};
 use crate::supervise::Plan;
@@ -90,7 +91,7 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
     let pods: Api<Pod> =
         Api::namespaced(ctx.client.clone(), &agent.namespace().unwrap_or_default());
     if let Err(error) = validate_replacement(&d, &pods, ctx).await {
-        return Err(record::refused(&d, None, error, ctx).await);
+        return Err(record::refused(&d, decision::unchanged(&d), error, ctx).await);
     }
     if let (Some(kill), None) = (&plan.delete_pod, &plan.create_pod) {
         record::write(&d.written, plan, ctx).await?;
@@ -179,13 +180,8 @@ async fn write_ahead(d: &Decision<'_>, ctx: &Context) -> Result<Option<Agent>, E
     if d.plan.create_pod.is_none() || !reports_unwritten(on_server, &d.plan.status) {
         return Ok(None);
     }
-    let before = d.before().unwrap_or(&unset);
-    let ahead = decision::without_restart(d, ctx)
-        .await
-        .unwrap_or_else(|| Plan {
-            status: before.clone(),
-            ..Plan::default()
-        });
+    let now = jiff::Timestamp::now();
+    let ahead = decision::without_restart(d, ctx, now, Source::Cache).await?;
     if !reports_unwritten(on_server, &ahead.status) {
         return Ok(None);
     }
@@ -193,7 +189,8 @@ async fn write_ahead(d: &Decision<'_>, ctx: &Context) -> Result<Option<Agent>, E
         return Ok(None);
     };
     events::publish(&d.agent, &ahead, ctx);
-    ctx.metrics.observe(before, &ahead, jiff::Timestamp::now());
+    ctx.metrics
+        .observe(d.before().unwrap_or(&unset), &ahead, now);
     Ok(Some(written))
 }
 
@@ -228,7 +225,9 @@ async fn create(d: &Decision<'_>, pods: &Api<Pod>, ctx: &Context) -> Result<Opti
         if e.is_refused() {
             // The failure the restart was for is recorded all the same, with why no restart
             // follows; the error policy retries within a minute (`error::retry_delay`).
-            let recorded = decision::without_restart(d, ctx).await;
+            let now = jiff::Timestamp::now();
+            let recorded = decision::without_restart(d, ctx, now, Source::Cache).await;
+            let recorded = recorded.unwrap_or_else(|_| decision::unchanged(d));
             return Err(record::refused(d, recorded, e, ctx).await);
         }
         events::warn_user(&d.agent, &e, ctx);

@@ -136,22 +136,17 @@ pub async fn flush(ctx: &Context) {
 
 /// The API server refused the next attempt's pod (its dry run, or its create): a running pod
 /// keeps running, and the Agent says why, at once: its `Ready` condition (reason
-/// `ReplacementRefused`, the server's message) and a Warning Event. `decided` is what was decided
-/// without the restart (the failure it was for), if anything; else the status as the decision
-/// started from it is written with the condition. A refusal that repeats writes nothing more.
-/// Returns the error, for the retry policy.
+/// `ReplacementRefused`, the server's message) and a Warning Event, written with `plan`, what
+/// was decided without the restart (`decision::without_restart`). A refusal that repeats writes
+/// nothing more. Returns the error, for the retry policy.
 pub(super) async fn refused(
     d: &Decision<'_>,
-    decided: Option<Plan>,
+    mut plan: Plan,
     error: Error,
     ctx: &Context,
 ) -> Error {
     let unset = AgentStatus::default();
     let before = d.before().unwrap_or(&unset);
-    let mut plan = decided.unwrap_or_else(|| Plan {
-        status: before.clone(),
-        ..Plan::default()
-    });
     let status = &mut plan.status;
     let ready = conditions::get(&status.conditions, conditions::READY);
     let pod = d.plan.create_pod.as_ref().or(d.plan.validate_pod.as_ref());
