@@ -7,9 +7,13 @@
 #   M       crash-looping Agents in the storm (default 200)
 #   STORM   how long the storm lasts, in seconds (default 60)
 #   QUIET   the quiet stretch after converging, in seconds (default 60)
-#   ROUNDS  how many times each controller is measured (default 2): every round measures both,
-#           each round in the order opposite to the one before (operator, bare, bare, operator,
-#           ...), and the table pools the rounds' samples (each round's storm is also given apart)
+#   ROUNDS  how many times each controller is measured (default 2): every round measures each,
+#           each round in the order opposite to the one before (operator, budget, bare, bare,
+#           budget, operator, ...), and the table pools the rounds' samples (each round's storm
+#           is also given apart)
+#   BUDGET_STORM=0     leave out the storm measured again with the operator's restart budget at
+#                      its defaults (20/s, burst 100: "budget", a storm-only run with a table of
+#                      its own); the operator's run keeps RESTART_RATE and RESTART_BURST
 #   BENCH_PROFILE      cargo profile of the binaries measured (default release)
 #   BENCH_KUBECONFIG   run both on this cluster (a local control plane: its audit log is read
 #                      from logs/ next to the kubeconfig) instead of starting one for each
@@ -32,7 +36,7 @@
 #                      such a run measures)
 #   KWOK_POD_PARALLELISM  how many pod stages kwok plays at once (default: kwok's 4)
 #   BENCH_KEEP_LOGS=1  keep each control plane's logs, the audit log included, in
-#                      target/bench-scale/logs/{operator,bare}-ROUND/ when it stops (a
+#                      target/bench-scale/logs/{operator,budget,bare}-ROUND/ when it stops (a
 #                      BENCH_KUBECONFIG cluster keeps its own)
 #
 # The status lag (a storm pod seen Failed → its attempt seen in its Agent's status.restartHistory;
@@ -43,7 +47,7 @@
 # does after the storm because of it counts too.
 #
 # Besides the table, each storm's restarts and requests second by second go to
-# target/bench-scale/{operator,bare}-ROUND-storm-seconds.md (`bench-scale seconds`); with
+# target/bench-scale/{operator,budget,bare}-ROUND-storm-seconds.md (`bench-scale seconds`); with
 # GODEBUG=gctrace=1 the control plane started here traces its garbage collection, and those
 # tables say how long the API server's collector was marking in each second.
 set -euo pipefail
@@ -60,11 +64,18 @@ ROUNDS=${ROUNDS:-2}
 STORM=${STORM%s}
 QUIET=${QUIET%s}
 PROFILE=${BENCH_PROFILE:-release}
-# The restart budget is what the storm would measure at the operator's defaults (20/s): unless
-# asked for, it is set so high that it never binds, and the figures are the operator's own cost.
+# The restart budget binds a storm (the operator's defaults: 20 restarts a second, a burst of
+# 100): in the operator's run, unless asked for, it is set so high that it never binds, and the
+# figures are the operator's own cost; the budget's run measures the storm at the defaults
+# (given explicitly; src/process/config.rs's tests hold the defaults to these figures).
 RESTART_RATE=${RESTART_RATE:-100000}
 RESTART_BURST=${RESTART_BURST:-100000}
+DEFAULT_RESTART_RATE=20
+DEFAULT_RESTART_BURST=100
+BUDGET_STORM=${BUDGET_STORM:-1}
+[[ "$BUDGET_STORM" =~ ^[01]$ ]] || die "BUDGET_STORM is 1 (measure it) or 0, not '$BUDGET_STORM'"
 command="N=$N M=$M STORM=$STORM QUIET=$QUIET ROUNDS=$ROUNDS RESTART_RATE=$RESTART_RATE RESTART_BURST=$RESTART_BURST make bench-scale"
+[[ "$BUDGET_STORM" == 1 ]] || command="BUDGET_STORM=0 $command"
 # The operator reads CONCURRENCY (its --concurrency) from the environment as well.
 [[ -z "${CONCURRENCY:-}" ]] || command="CONCURRENCY=$CONCURRENCY $command"
 [[ -z "${OPERATOR_BIN:-}" ]] || command="OPERATOR_BIN=$OPERATOR_BIN $command"
@@ -76,10 +87,13 @@ BARE_PODS=${BARE_PODS:-least}
 bare_records=()
 [[ "${BARE_RECORDS:-}" != 1 ]] || { bare_records=(--records); command="BARE_RECORDS=1 $command"; }
 case "${BENCH_ORDER:-operator-first}" in
-  operator-first) order=(operator bare) ;;
-  bare-first) order=(bare operator); command="BENCH_ORDER=bare-first $command" ;;
+  operator-first) order=(operator budget bare) ;;
+  bare-first) order=(bare budget operator); command="BENCH_ORDER=bare-first $command" ;;
   *) die "BENCH_ORDER is operator-first or bare-first, not ${BENCH_ORDER}" ;;
 esac
+if [[ "$BUDGET_STORM" == 0 ]]; then
+  order=("${order[0]}" "${order[2]}")
+fi
 
 out="$REPO_ROOT/target/bench-scale"
 mkdir -p "$out"
@@ -107,8 +121,8 @@ cleanup() {
   elif [[ -n "${round:-}" && -n "${BENCH_KUBECONFIG:-}" ]]; then
     # On a cluster of someone else's, whatever an interrupted round left goes.
     kubectl delete namespace --ignore-not-found --wait=false "bench-warm-$run_id-operator-$round" \
-      "bench-warm-$run_id-bare-$round" \
-      "$op_ns-converge" "$op_ns-storm" \
+      "bench-warm-$run_id-budget-$round" "bench-warm-$run_id-bare-$round" \
+      "$op_ns-converge" "$op_ns-storm" "$budget_ns-storm" \
       "$bare_ns-converge" "$bare_ns-storm" >/dev/null 2>&1 || true
   fi
   return 0
@@ -187,7 +201,11 @@ measure() {
   [[ ! -f "$dir/kube-scheduler.pid" ]] || plane+=(--scheduler-pid "$(cat "$dir/kube-scheduler.pid")")
   [[ ! -f "$dir/kube-controller-manager.pid" ]] ||
     plane+=(--controller-manager-pid "$(cat "$dir/kube-controller-manager.pid")")
-  log "$name: converge ($N agents), quiet ${QUIET}s, storm ($M agents, ${STORM}s)"
+  if [[ " ${flags[*]} " == *" --storm-only "* ]]; then
+    log "$name: storm ($M agents, ${STORM}s)"
+  else
+    log "$name: converge ($N agents), quiet ${QUIET}s, storm ($M agents, ${STORM}s)"
+  fi
   "$bin/examples/bench-scale" run --controller "$name" --pid "$pid" --user-agent "$user_agent" "${plane[@]}" \
     --audit-dir "$audit_dir" --namespace-prefix "$prefix" --agents "$N" --storm-agents "$M" \
     --storm "$STORM" --quiet "$QUIET" ${STORM_BACKOFF:+--storm-backoff "$STORM_BACKOFF"} \
@@ -208,20 +226,32 @@ measure_operator() {
     "${OPERATOR_BIN:-$bin/agent-supervisor}" --leader-elect=false --namespaces="$op_ns-converge,$op_ns-storm" --status-addr= \
     --metrics-addr="127.0.0.1:$port" --restart-rate="$RESTART_RATE" --restart-burst="$RESTART_BURST"
 }
+measure_budget() {
+  # The same operator, its restart budget at the defaults: the storm alone (the converge makes
+  # first pods, which the budget does not hold).
+  measure budget "agent-supervisor/" "curl -sf http://127.0.0.1:$port/readyz" "$budget_ns" \
+    "--status-records --storm-only --restart-budget=$DEFAULT_RESTART_RATE/$DEFAULT_RESTART_BURST" -- \
+    "${OPERATOR_BIN:-$bin/agent-supervisor}" --leader-elect=false --namespaces="$budget_ns-storm" --status-addr= \
+    --metrics-addr="127.0.0.1:$port" --restart-rate="$DEFAULT_RESTART_RATE" --restart-burst="$DEFAULT_RESTART_BURST"
+}
 measure_bare() {
   measure bare "bare-controller/" "[[ \$(grep -c '^ready' '$out/bare-$round.log') -ge 2 ]]" "$bare_ns" "" -- \
     "${BARE_BIN:-$bin/examples/bare-controller}" --namespaces="$bare_ns-converge,$bare_ns-storm" \
     --pods="$BARE_PODS" "${bare_records[@]}"
 }
-rm -f "$out"/operator-*.json "$out"/bare-*.json "$out"/*-storm-seconds.md
+rm -f "$out"/operator-*.json "$out"/budget-*.json "$out"/bare-*.json "$out"/*-storm-seconds.md
 figures=()
 for ((round = 1; round <= ROUNDS; round++)); do
   op_ns="bench-op-$run_id-$round"
+  budget_ns="bench-budget-$run_id-$round"
   bare_ns="bench-bare-$run_id-$round"
   # Each round in the order opposite to the one before: what a position in the order does to a
-  # measurement falls on both controllers alike.
+  # measurement falls on every controller alike.
   names=("${order[@]}")
-  ((round % 2 == 1)) || names=("${order[1]}" "${order[0]}")
+  if ((round % 2 == 0)); then
+    names=()
+    for ((i = ${#order[@]} - 1; i >= 0; i--)); do names+=("${order[i]}"); done
+  fi
   for name in "${names[@]}"; do
     measuring="$name-$round"
     control_plane "$name"
@@ -229,6 +259,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
     stop_cluster "$name-$round" 0
   done
   figures+=(--operator "$out/operator-$round.json" --bare "$out/bare-$round.json")
+  [[ "$BUDGET_STORM" == 0 ]] || figures+=(--storm-only "$out/budget-$round.json")
 done
 measuring=""
 
@@ -240,4 +271,4 @@ echo
 planes="a control plane of its own each time, $nodes kwok nodes"
 [[ -z "${BENCH_KUBECONFIG:-}" ]] || planes="all on the given cluster"
 echo "Measured with: $command ($planes; $(nproc) cores)"
-echo "Each storm second by second: $out/{operator,bare}-ROUND-storm-seconds.md (rounds 1 to $ROUNDS)"
+echo "Each storm second by second: $out/{operator,budget,bare}-ROUND-storm-seconds.md (rounds 1 to $ROUNDS)"

@@ -7,9 +7,11 @@
 //!     bench-scale run --controller NAME --pid PID --user-agent PREFIX --audit-dir DIR ...
 //!         runs the phases against a controller already started (pid PID, watching the
 //!         namespaces PREFIX-converge and PREFIX-storm) and writes what it measured as JSON;
-//!     bench-scale table --operator FILE --bare FILE [--check]
-//!         prints the comparison as one markdown table; --check fails unless every figure is
-//!         present and sane (the smoke run of `make test`), never on a speed (`check`). Given
+//!     bench-scale table --operator FILE --bare FILE [--storm-only FILE] [--check]
+//!         prints the comparison as one markdown table, and a storm-only run's storm (such as
+//!         the operator's at its restart budget's defaults) in one more; --check fails unless
+//!         every figure is present and sane (the smoke run of `make test`), never on a speed
+//!         (`check`). Given
 //!         several rounds (--operator and --bare once each per round, in the same order), the
 //!         table pools them (`pool::pool`) and a second one gives each round's storm apart;
 //!     bench-scale seconds --audit-dir DIR --namespace NS
@@ -62,6 +64,10 @@ enum Command {
         /// One run's figures per round, in the order of --operator's.
         #[arg(long, required = true)]
         bare: Vec<PathBuf>,
+        /// One storm-only run's figures per round (such as the operator at its restart
+        /// budget's defaults), given a table of its own against --bare's storms; or none.
+        #[arg(long)]
+        storm_only: Vec<PathBuf>,
         /// Fail unless every figure is present and sane.
         #[arg(long)]
         check: bool,
@@ -86,11 +92,16 @@ async fn main() -> anyhow::Result<()> {
         Command::Table {
             operator,
             bare,
+            storm_only,
             check,
         } => {
             anyhow::ensure!(
                 operator.len() == bare.len(),
                 "as many --bare as --operator: one each per round"
+            );
+            anyhow::ensure!(
+                storm_only.is_empty() || storm_only.len() == bare.len(),
+                "as many --storm-only as --bare, or none: one each per round"
             );
             let read = |paths: &[PathBuf]| -> anyhow::Result<Vec<report::Measured>> {
                 paths
@@ -98,7 +109,7 @@ async fn main() -> anyhow::Result<()> {
                     .map(|path| Ok(serde_json::from_slice(&std::fs::read(path)?)?))
                     .collect()
             };
-            let (operator, bare) = (read(&operator)?, read(&bare)?);
+            let (operator, bare, storm_only) = (read(&operator)?, read(&bare)?, read(&storm_only)?);
             print!(
                 "{}",
                 table::table(&pool::pool(&operator), &pool::pool(&bare))
@@ -107,10 +118,15 @@ async fn main() -> anyhow::Result<()> {
             if !by_round.is_empty() {
                 print!("\n{by_round}");
             }
+            if !storm_only.is_empty() {
+                let storm = table::storm_table(&pool::pool(&storm_only), &pool::pool(&bare));
+                print!("\n{storm}");
+            }
             if check {
                 let problems: Vec<String> = operator
                     .iter()
                     .chain(&bare)
+                    .chain(&storm_only)
                     .flat_map(check::problems)
                     .collect();
                 if !problems.is_empty() {

@@ -13,6 +13,17 @@ pub fn problems(m: &Measured) -> Vec<String> {
             out.push(format!("{who}: {what}"));
         }
     };
+    if !m.storm_only {
+        converge_problems(m, &mut check);
+    }
+    storm_problems(m, &mut check);
+    check(m.cpu_total_s > 0.0, "no CPU time over the run");
+    check(m.cpu_total_s >= m.converge_cpu_s, "CPU time went backwards");
+    out
+}
+
+/// What is missing or absurd in the converge's figures (a run that had one).
+fn converge_problems(m: &Measured, check: &mut impl FnMut(bool, &str)) {
     check(m.pods_running == m.agents, "not every Agent's pod ran");
     check(m.converge_s.is_some_and(|s| s > 0.0), "no converge time");
     check(
@@ -27,7 +38,6 @@ pub fn problems(m: &Measured) -> Vec<String> {
     );
     // (The process's CPU time counts in ticks of 10 ms: a converge of a few Agents can take
     // less than one, the whole run cannot.)
-    check(m.cpu_total_s > 0.0, "no CPU time over the run");
     check(
         m.rss_converged_mib > 1.0 && m.rss_peak_mib >= m.rss_converged_mib,
         "no memory figures",
@@ -40,6 +50,22 @@ pub fn problems(m: &Measured) -> Vec<String> {
         m.converge_idle_after_s.is_some(),
         "not idle after converging: its requests and the steady state are not apart",
     );
+    check(
+        !m.status_records
+            || (m.converge_status_lag_p50_ms.is_some() && m.converge_written_p50_ms.is_some()),
+        "no status lag (Agent created → phase, → status written)",
+    );
+    check(
+        m.converge_status_lag_p50_ms <= m.converge_status_lag_p99_ms
+            && m.converge_status_lag_p99_ms <= m.converge_status_lag_max_ms
+            && m.converge_written_p50_ms <= m.converge_written_p99_ms
+            && m.converge_written_p99_ms <= m.converge_written_max_ms,
+        "converge status lag percentiles out of order",
+    );
+}
+
+/// What is missing or absurd in the storm's figures.
+fn storm_problems(m: &Measured, check: &mut impl FnMut(bool, &str)) {
     check(m.restarts > 0, "no restarts in the storm");
     check(
         m.storm_newcomers > 0
@@ -82,29 +108,20 @@ pub fn problems(m: &Measured) -> Vec<String> {
     );
     // The status lag figures: the operator's are required, the baseline's only shown.
     check(
-        !m.status_records
-            || (m.storm_status_lag_p50_ms.is_some()
-                && m.converge_status_lag_p50_ms.is_some()
-                && m.converge_written_p50_ms.is_some()),
-        "no status lag (pod Failed → restartHistory, Agent created → phase, → status written)",
+        !m.status_records || m.storm_status_lag_p50_ms.is_some(),
+        "no status lag (pod Failed → restartHistory)",
     );
     check(
         m.storm_status_lag_p50_ms <= m.storm_status_lag_p99_ms
-            && m.storm_status_lag_p99_ms <= m.storm_status_lag_max_ms
-            && m.converge_status_lag_p50_ms <= m.converge_status_lag_p99_ms
-            && m.converge_status_lag_p99_ms <= m.converge_status_lag_max_ms
-            && m.converge_written_p50_ms <= m.converge_written_p99_ms
-            && m.converge_written_p99_ms <= m.converge_written_max_ms,
-        "status lag percentiles out of order",
+            && m.storm_status_lag_p99_ms <= m.storm_status_lag_max_ms,
+        "storm status lag percentiles out of order",
     );
-    check(m.cpu_total_s >= m.converge_cpu_s, "CPU time went backwards");
     check(
         [m.storm_apiserver_cpu_s, m.storm_etcd_cpu_s]
             .iter()
             .all(|s| s.is_none_or(|s| s > 0.0)),
         "no CPU time of the control plane during the storm",
     );
-    out
 }
 
 #[cfg(test)]
@@ -172,9 +189,7 @@ mod tests {
         op.set_percentiles();
         assert_eq!(
             problems(&op),
-            [
-                "operator: no status lag (pod Failed → restartHistory, Agent created → phase, → status written)"
-            ]
+            ["operator: no status lag (pod Failed → restartHistory)"]
         );
         for clear in [
             |s: &mut Samples| s.converge_status_lag_ms.clear(),
@@ -187,6 +202,32 @@ mod tests {
         }
         // The baseline without records: no lag, and no problem.
         assert!(sane(false).storm_status_lag_p50_ms.is_none());
+    }
+
+    #[test]
+    fn a_storm_only_run_needs_no_converge_but_its_storm_as_any() {
+        let mut m = sane(true);
+        m.storm_only = true;
+        (m.pods_running, m.converge_s, m.create_to_pod_timed) = (0, None, 0);
+        m.converge_requests.clear();
+        m.rss_converged_mib = 0.0;
+        m.samples.create_to_pod_ms.clear();
+        m.samples.seen_pod_ms.clear();
+        m.samples.converge_status_lag_ms.clear();
+        m.samples.converge_written_ms.clear();
+        m.converge_idle_after_s = None;
+        m.set_percentiles();
+        assert_eq!(problems(&m), Vec::<String>::new());
+        m.samples.storm_status_lag_ms.clear();
+        m.restarts = 0;
+        m.set_percentiles();
+        assert_eq!(
+            problems(&m),
+            [
+                "operator: no restarts in the storm",
+                "operator: no status lag (pod Failed → restartHistory)"
+            ]
+        );
     }
 
     #[test]

@@ -79,6 +79,14 @@ pub struct Options {
     /// converge waits for every Agent's phase, and both status lags are required figures.
     #[arg(long)]
     pub status_records: bool,
+    /// Only the storm: the converge and the quiet stretch are left out (a run that differs
+    /// from another only in what the storm measures, such as the restart budget).
+    #[arg(long)]
+    pub storm_only: bool,
+    /// The operator's restart budget as RATE/BURST, when it is set to bind (its
+    /// `--restart-rate`, `--restart-burst`): the storm's heading says so.
+    #[arg(long)]
+    pub restart_budget: Option<String>,
     /// Where the figures go (JSON).
     #[arg(long)]
     pub out: PathBuf,
@@ -95,11 +103,21 @@ pub async fn run(options: Options) -> anyhow::Result<Measured> {
         storm_backoff: options.storm_backoff.clone(),
         quiet_s: options.quiet,
         status_records: options.status_records,
+        storm_only: options.storm_only,
+        restart_budget: options
+            .restart_budget
+            .as_deref()
+            .map(|b| match b.split_once('/') {
+                Some((rate, burst)) => format!("{rate}/s, burst {burst}"),
+                None => b.to_string(),
+            }),
         ..Measured::default()
     };
     let cpu_start = cpu_seconds(options.pid)?;
-    converge(&client, &options, &mut measured).await?;
-    say(&options, "converge and quiet phases done");
+    if !options.storm_only {
+        converge(&client, &options, &mut measured).await?;
+        say(&options, "converge and quiet phases done");
+    }
     storm::storm(&client, &options, &mut measured).await?;
     say(&options, "storm done");
     measured.cpu_total_s = cpu_seconds(options.pid)? - cpu_start;

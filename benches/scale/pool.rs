@@ -55,6 +55,8 @@ pub fn pool(runs: &[Measured]) -> Measured {
         storm_backoff: first.storm_backoff.clone(),
         quiet_s: first.quiet_s,
         status_records: runs.iter().any(|m| m.status_records),
+        storm_only: runs.iter().all(|m| m.storm_only),
+        restart_budget: first.restart_budget.clone(),
         pods_running: sum_usize(|m| m.pods_running),
         converge_s: mean_of(|m| m.converge_s),
         create_to_pod_timed: sum_usize(|m| m.create_to_pod_timed),

@@ -26,6 +26,12 @@ pub struct Measured {
     /// storm's every tenth restart), and its figures are only shown.
     #[serde(default)]
     pub status_records: bool,
+    /// Only the storm was run (`phases::Options::storm_only`): the converge's figures are none.
+    #[serde(default)]
+    pub storm_only: bool,
+    /// The operator's restart budget in words, when it was set to bind.
+    #[serde(default)]
+    pub restart_budget: Option<String>,
     /// Agents with a pod seen Running.
     pub pods_running: usize,
     /// From the first Agent create to the last pod Running; none if not all ran.

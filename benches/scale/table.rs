@@ -226,6 +226,26 @@ pub fn table(op: &Measured, bare: &Measured) -> String {
     out.0
 }
 
+/// The storm alone, of a run that measured only its storm (`phases::Options::storm_only`, such
+/// as the operator at its restart budget's defaults), against the baseline's storm.
+pub fn storm_table(op: &Measured, bare: &Measured) -> String {
+    let mut out = Rows(String::new());
+    let rounds = op.rounds.max(1);
+    let pooled = match rounds {
+        1 => String::new(),
+        _ => format!(", {rounds} rounds pooled"),
+    };
+    out.row(
+        &format!("**the storm alone**{pooled}"),
+        format!("{} (storm only)", op.controller),
+        "bare controller".into(),
+        "ratio".into(),
+    );
+    out.0.push_str("|---|---|---|---|\n");
+    table_storm::rows(&mut out, op, bare);
+    out.0
+}
+
 /// Each round's storm apart, when there are several: Failed → next pod p50 and p99 of the
 /// operator and the baseline in the same round, and their ratios.
 pub fn by_round(ops: &[Measured], bares: &[Measured]) -> String {
@@ -270,6 +290,23 @@ mod tests {
             table.contains("| restarts done in a storm (the rounds' mean) | 40 | 40 | 1.00× |"),
             "{table}"
         );
+    }
+
+    #[test]
+    fn a_storm_only_run_has_a_table_of_its_storm_whose_heading_names_its_budget() {
+        let mut budget = round(&[5.0], 20, 1.0);
+        (budget.controller, budget.storm_only) = ("budget".into(), true);
+        budget.restart_budget = Some("20/s, burst 100".into());
+        let bare = round(&[4.0], 40, 1.0);
+        let table = storm_table(&budget, &bare);
+        for row in [
+            "| **the storm alone** | budget (storm only) | bare controller | ratio |",
+            "(Immediate, no breaker, no limits, the operator's restart budget 20/s, burst 100) |",
+            "| restarts done | 20 | 40 | 0.50× |",
+        ] {
+            assert!(table.contains(row), "{row}\n{table}");
+        }
+        assert!(!table.contains("converge"), "{table}");
     }
 
     #[test]

@@ -7,8 +7,11 @@ use crate::table::{Rows, of, per, ratio, total};
 pub fn rows(out: &mut Rows, op: &Measured, bare: &Measured) {
     let num = |x: f64| Some(x);
     let rounds = op.rounds.max(1);
+    let budget = op.restart_budget.as_deref().map_or_else(String::new, |b| {
+        format!(", the operator's restart budget {b}")
+    });
     out.heading(&format!(
-        "**{} agents crash-looping for {:.0} s** ({}, no breaker, no limits)",
+        "**{} agents crash-looping for {:.0} s** ({}, no breaker, no limits{budget})",
         op.storm_agents,
         op.storm_s,
         op.storm_backoff.as_deref().map_or_else(
