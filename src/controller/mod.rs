@@ -20,6 +20,7 @@ pub mod metrics;
 mod outages;
 mod policies;
 mod reconcile;
+mod reports;
 pub mod round_trips;
 mod routes;
 mod scope;
@@ -134,6 +135,8 @@ pub struct Context {
     own_writes: fresh::OwnWrites,
     /// Each Agent's finished pods, where old attempts are found.
     finished: Arc<finished::FinishedPods>,
+    /// When each Lease's reports not yet recorded were first seen.
+    reports: Arc<reports::Reports>,
     /// The statuses decided and not yet written, and when each Agent was last written.
     writer: writer::Writer,
     /// Namespaces being deleted, where Agents are left alone (see `terminating`).

@@ -167,12 +167,13 @@ pub(super) async fn run_scope(
         },
     );
     let (lease_tx, lease_changes) = channel::<Lease>();
+    let reports = Arc::new(super::reports::Reports::default());
     let leases = watches.spawn(
         format!("Leases in {within}"),
         api::<Lease>(&client, &scope),
         owned.clone(),
         |_| (),
-        forward(lease_tx),
+        reports.clone().noting(forward(lease_tx)),
     );
     let (claim_tx, claim_changes) = channel::<PersistentVolumeClaim>();
     let claims = watches.spawn(
@@ -234,6 +235,7 @@ pub(super) async fn run_scope(
         gone,
         own_writes: fresh::OwnWrites::default(),
         finished,
+        reports,
         writer: writer::Writer::new(
             config.status_interval,
             config.metrics.status_pending.clone(),

@@ -6,6 +6,7 @@ mod support;
 
 mod dashboard;
 mod examples;
+mod lag;
 mod leader;
 mod metrics;
 mod process;

@@ -7,7 +7,7 @@ use crate::process::OperatorProcess;
 use crate::support::{self, TestNamespace};
 
 /// The value of the sample `name{labels}` (labels exactly as exported), or 0 when absent.
-fn sample(metrics: &str, series: &str) -> f64 {
+pub fn sample(metrics: &str, series: &str) -> f64 {
     metrics
         .lines()
         .find_map(|line| {

@@ -193,7 +193,7 @@ impl Metrics {
         );
         registry.register_with_unit(
             "status_lag",
-            "From a change's cause (a pod's end as first seen, else the change decided) to the write that records it (within --status-interval, as promised)",
+            "From a change's cause (a pod's end or a Lease report as first seen, else the change decided) to the write that records it (within --status-interval, as promised)",
             Unit::Seconds,
             metrics.status_lag.clone(),
         );

@@ -26,6 +26,8 @@ pub(super) struct Decision<'a> {
     pub watched: bool,
     /// The restart waits for the budget: reconcile again as this says.
     pub waiting: Option<Action>,
+    /// When it was begun: what the caches showed before is what it was made on.
+    pub at: std::time::Instant,
 }
 
 impl Decision<'_> {
@@ -55,6 +57,7 @@ pub(super) async fn decide<'a>(
         plan: Plan::default(),
         watched: false,
         waiting: None,
+        at: std::time::Instant::now(),
     };
     let mut source = Source::Cache;
     let input = gather::gather(&d.agent, ctx, now, source).await?;

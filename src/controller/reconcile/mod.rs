@@ -94,7 +94,7 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
         return Err(record::refused(&d, decision::unchanged(&d), error, ctx).await);
     }
     if let (Some(kill), None) = (&plan.delete_pod, &plan.create_pod) {
-        record::write(&d.written, plan, ctx).await?;
+        record::write(&d.written, plan, d.at, ctx).await?;
         events::publish(&d.agent, plan, ctx);
         ctx.metrics.observe(before, plan, now);
         delete_pod(&pods, kill, ctx).await?;
@@ -110,7 +110,7 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
         return Ok(done);
     }
     // Record, then tell: the Events follow without holding up the next reconcile.
-    let recorded = record::record(&d.written, plan, d.watched, ctx).await?;
+    let recorded = record::record(&d.written, plan, d.watched, d.at, ctx).await?;
     prune(&d, &recorded, &pods, ctx);
     events::publish(&d.agent, plan, ctx);
     ctx.metrics.observe(before, plan, now);
@@ -185,7 +185,7 @@ async fn write_ahead(d: &Decision<'_>, ctx: &Context) -> Result<Option<Agent>, E
     if !reports_unwritten(on_server, &ahead.status) {
         return Ok(None);
     }
-    let Some(written) = record::write(&d.written, &ahead, ctx).await? else {
+    let Some(written) = record::write(&d.written, &ahead, d.at, ctx).await? else {
         return Ok(None);
     };
     events::publish(&d.agent, &ahead, ctx);

@@ -22,18 +22,20 @@ pub(super) enum Recorded {
     Pending(Duration),
 }
 
-/// Records `plan`'s status, decided on `written` (the Agent as the server has it): at once, or
-/// when the Agent's interval is up if it may wait (see `writer`).
+/// Records `plan`'s status, decided at `decided` on `written` (the Agent as the server has it):
+/// at once, or when the Agent's interval is up if it may wait (see `writer`).
 pub(super) async fn record(
     written: &Agent,
     plan: &Plan,
     watched: bool,
+    decided: Instant,
     ctx: &Context,
 ) -> Result<Recorded, Error> {
     let unset = AgentStatus::default();
     let on_server = written.status.as_ref().unwrap_or(&unset);
     if plan.record_shutdown.is_none() && plan.status == *on_server {
         ctx.writer.settled(written);
+        reports_recorded(written, decided, ctx);
         return Ok(Recorded::Written(None));
     }
     let now = Instant::now();
@@ -52,32 +54,59 @@ pub(super) async fn record(
         let left = due.saturating_duration_since(now);
         return Ok(Recorded::Pending(left.max(Duration::from_millis(1))));
     }
-    let written = write(written, plan, ctx).await?;
+    let written = write(written, plan, decided, ctx).await?;
     Ok(Recorded::Written(written.map(Box::new)))
 }
 
-/// Writes `plan`'s status now, decided on `written`, and tells the writer (and the status lag
-/// metric).
+/// Writes `plan`'s status now, decided at `decided` on `written`, and tells the writer (and the
+/// status lag metric).
 pub(super) async fn write(
     written: &Agent,
     plan: &Plan,
+    decided: Instant,
     ctx: &Context,
 ) -> Result<Option<Agent>, Error> {
     let unset = AgentStatus::default();
     let on_server = written.status.as_ref().unwrap_or(&unset);
     let ended = first_seen_ended(written, plan, ctx);
+    let reported = first_seen_report(written, on_server, plan, ctx);
     let result = status::record(written, on_server, plan, ctx).await?;
     let now = Instant::now();
     let since = ctx.writer.wrote(written, now);
+    reports_recorded(written, decided, ctx);
     if result.is_some() || plan.record_shutdown.is_some() {
-        // From the cause: the first pod end it records as the watch first showed it, or the
-        // first change it held, whichever came first; written at once for what the decision
-        // itself saw, from then.
-        let cause = [since, ended].into_iter().flatten().min().unwrap_or(now);
-        let lag = now.saturating_duration_since(cause);
+        // From the cause: the first pod end it records or the first report on the Lease, as
+        // their watches first showed them, or the first change it held, whichever came first;
+        // written at once for what the decision itself saw, from then.
+        let cause = [since, ended, reported].into_iter().flatten().min();
+        let lag = now.saturating_duration_since(cause.unwrap_or(now));
         ctx.metrics.status_lag.observe(lag.as_secs_f64());
     }
     Ok(result)
+}
+
+/// When the Lease watch first showed a report `plan` records and `on_server` does not, if
+/// `plan` records one.
+fn first_seen_report(
+    written: &Agent,
+    on_server: &AgentStatus,
+    plan: &Plan,
+    ctx: &Context,
+) -> Option<Instant> {
+    if !super::reports_unwritten(on_server, &plan.status) {
+        return None;
+    }
+    let namespace = written.namespace()?;
+    ctx.reports
+        .first_unrecorded(&namespace, &written.name_any())
+}
+
+/// A status decided at `decided` is on the server: what the Agent's Lease reported before is
+/// recorded (or needed no record).
+fn reports_recorded(written: &Agent, decided: Instant, ctx: &Context) {
+    let namespace = written.namespace().unwrap_or_default();
+    ctx.reports
+        .recorded(&namespace, &written.name_any(), decided);
 }
 
 /// When the watch first showed finished the first pod whose end `plan` records and the status
@@ -116,7 +145,10 @@ pub async fn flush(ctx: &Context) {
             status: p.status.clone(),
             ..Plan::default()
         };
-        let mut result = write(&p.written, &plan, ctx).await;
+        // Decided by its first change at the earliest: a report seen since is not taken as
+        // recorded.
+        let decided = p.since;
+        let mut result = write(&p.written, &plan, decided, ctx).await;
         if result.as_ref().is_err_and(Error::is_conflict)
             && let Ok(Some(latest)) = super::super::gather::latest(&p.written, ctx).await
             && let Some(rebased) = p.rebased(&latest)
@@ -125,7 +157,7 @@ pub async fn flush(ctx: &Context) {
                 status: rebased.status,
                 ..Plan::default()
             };
-            result = write(&latest, &plan, ctx).await;
+            result = write(&latest, &plan, decided, ctx).await;
         }
         if let Err(e) = result {
             warn!(agent = %p.written.name_any(), error = %e, "could not write a pending status");
@@ -177,7 +209,7 @@ pub(super) async fn refused(
         pod: pod.map(|p| p.name.clone()),
     });
     // Written on the Agent as the server has it: the status pending goes with it.
-    match write(&d.written, &plan, ctx).await {
+    match write(&d.written, &plan, d.at, ctx).await {
         Ok(_) => {
             events::publish(&d.agent, &plan, ctx);
             ctx.metrics.observe(before, &plan, jiff::Timestamp::now());
