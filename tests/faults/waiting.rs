@@ -1,11 +1,13 @@
 //! What waits for its write when something happens first (SPEC, "Nothing decided is lost"): the
 //! operator killed while a change waits keeps the restart's time to the second; someone else's
-//! status write while a change waits keeps what happened before it; finished pods removed by
-//! others while the operator is down still count as restarts.
+//! status write while a change waits keeps what happened before it, also when it comes just
+//! before a graceful stop; finished pods removed by others while the operator is down still
+//! count as restarts.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use agent_supervisor::controller::WatchFaults;
 use agent_supervisor::controller::metrics::Metrics;
 
 use agent_supervisor::api::{Phase, Time, Trigger};
@@ -135,6 +137,65 @@ async fn a_shutdown_written_by_others_while_a_crash_waits_keeps_the_crash() {
     assert_eq!(history, [(2, Some(2)), (1, Some(1))]);
     let shutdown = status.shutdown.expect("theirs, kept");
     assert_eq!(shutdown.source.as_deref(), Some("economy"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_written_by_others_just_before_a_graceful_stop_keeps_both() {
+    let ns = TestNamespace::new().await;
+    support::install_crds(&ns.client).await;
+    // Its watches are late: it stops before it can see the other write, so the pending status
+    // it writes on stopping is refused (409) and must be moved onto theirs.
+    let metrics = Arc::new(Metrics::default());
+    let pending = metrics.status_pending.clone();
+    let config = agent_supervisor::controller::Config {
+        namespaces: vec![ns.name.clone()],
+        status_interval: LONG,
+        metrics,
+        faults: WatchFaults {
+            lag: Some(Duration::from_secs(3)),
+            ..WatchFaults::default()
+        },
+        ..Default::default()
+    };
+    let operator = Operator::start_with_config(Operator::admin_client().await, config);
+    ns.looper().await;
+    crash(&ns, 1..=2).await;
+    let written = ns
+        .wait_status("looper", "the first crash written", |s| {
+            s.restart_count == 1
+        })
+        .await;
+    assert_eq!(written.attempt, 2, "the second crash waits: {written:?}");
+    support::eventually(Duration::from_secs(30), "the second crash held", || {
+        let pending = pending.clone();
+        async move { (pending.get() == 1).then_some(()) }
+    })
+    .await;
+    // Another controller adds a condition of its own, and the operator is stopped at once.
+    let mut conditions = serde_json::to_value(&written.conditions).expect("conditions");
+    conditions.as_array_mut().expect("a list").push(json!({
+        "type": "Reviewed", "status": "True", "reason": "Audited",
+        "message": "looked at by a person", "lastTransitionTime": "2026-01-01T00:00:00Z" }));
+    let patch = json!({ "status": { "conditions": conditions } });
+    ns.api::<agent_supervisor::api::Agent>()
+        .patch_status("looper", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("add a condition");
+    operator.stop().await;
+    let status = ns.status("looper").await;
+    assert_eq!(
+        (status.restart_count, status.attempt),
+        (2, 3),
+        "the pending crash written on stopping: {status:?}"
+    );
+    let history: Vec<_> = status
+        .restart_history
+        .iter()
+        .map(|r| (r.attempt, r.exit_code))
+        .collect();
+    assert_eq!(history, [(2, Some(2)), (1, Some(1))]);
+    let types: Vec<&str> = status.conditions.iter().map(|c| c.type_.as_str()).collect();
+    assert!(types.contains(&"Reviewed"), "theirs, kept: {types:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
