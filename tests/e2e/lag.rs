@@ -57,30 +57,42 @@ async fn the_status_lag_counts_a_report_and_a_crash_from_when_they_were_seen() {
     ns.wait_running("lagger-1").await;
     ns.wait_status("lagger", "Running", |s| s.phase == Some(Phase::Running))
         .await;
+    // Its status was last written before this: once an interval has passed, the next change is
+    // written at once (the leading edge), with nothing held before it.
+    let quiet = tokio::time::Instant::now() + Duration::from_secs_f64(INTERVAL + 0.5);
     // Everything written before the agent reports or crashes is left out: the slack covers a
     // loaded machine, the bound is what the histogram must never exceed.
     let slack = 5.0;
-    let before = lag(&operator.metrics().await, INTERVAL + slack);
+    let scrape = || async { lag(&operator.metrics().await, INTERVAL + slack) };
+    tokio::time::sleep_until(quiet).await;
+    let before = scrape().await;
 
-    // It reports progress on its Lease; later its pod ends.
+    // It reports progress on its Lease: written at once, timed from when the Lease watch showed
+    // it (not from the write's own decision, which would count nothing).
     ns.report_on_lease("lagger", "lagger-1", "7", "").await;
     ns.wait_status("lagger", "the report recorded", |s| {
         s.progress.as_ref().is_some_and(|p| p.value == 7)
     })
     .await;
+    // The metric follows the write the test saw: scrape until it is counted.
+    let counted = |writes: f64| {
+        let scrape = &scrape;
+        move || async move { Some(scrape().await).filter(|now| now.0 >= before.0 + writes) }
+    };
+    let reported =
+        support::eventually(Duration::from_secs(30), "the report's write", counted(1.0)).await;
+    assert_eq!(
+        (reported.0 - before.0, reported.1 > before.1),
+        (1.0, true),
+        "one write, lagging the report a little: before {before:?}, after {reported:?}"
+    );
+
+    // Later its pod ends.
     ns.terminate("lagger-1", 1, "Error", "boom").await;
     ns.wait_status("lagger", "the crash recorded", |s| s.restart_count == 1)
         .await;
-
-    // The metric follows the write the test saw: scrape until both writes are counted.
-    let after = support::eventually(Duration::from_secs(30), "the two writes counted", || {
-        let operator = &operator;
-        async move {
-            let now = lag(&operator.metrics().await, INTERVAL + slack);
-            (now.0 >= before.0 + 2.0).then_some(now)
-        }
-    })
-    .await;
+    let after =
+        support::eventually(Duration::from_secs(30), "the crash's write", counted(2.0)).await;
     let (count, sum, within) = (after.0 - before.0, after.1 - before.1, after.2 - before.2);
     assert!(
         sum > 0.0,
