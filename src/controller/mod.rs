@@ -27,6 +27,7 @@ mod scope;
 pub(crate) mod slim;
 mod status;
 mod terminating;
+mod upkeep;
 mod watch;
 pub mod watched;
 pub mod writer;

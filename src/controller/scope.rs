@@ -20,7 +20,8 @@ use super::slim::{self, CachedPod};
 use super::watch::{Change, Watches};
 use super::{
     AgentObject, Config, Context, Error, FIELD_MANAGER, PolicyObject, budget, error, events,
-    finished, fresh, identity, log_outcome, policies, reconcile, routes, uses_policy, writer,
+    finished, fresh, identity, log_outcome, policies, reconcile, routes, upkeep, uses_policy,
+    writer,
 };
 use crate::api::AGENT_LABEL;
 
@@ -246,8 +247,8 @@ pub(super) async fn run_scope(
     config.metrics.watch_agents(agents.clone());
     config.status.watch_agents(agents.clone());
     let agent_store = agents.clone();
-    let sweeping = writer_sweep(context.clone(), shutdown.clone());
-    let forgetting = forget_deleted(context.clone(), deleted, shutdown.clone());
+    let sweeping = upkeep::writer_sweep(context.clone(), shutdown.clone());
+    let forgetting = upkeep::forget_deleted(context.clone(), deleted, shutdown.clone());
     let agent_controller = Controller::for_stream(agent_changes, agents.clone())
         .owns_stream(pod_changes)
         .owns_stream(lease_changes)
@@ -320,42 +321,6 @@ pub(super) async fn run_scope(
     };
     drop(watches);
     ended
-}
-
-/// Forgets what is kept for each Agent deleted (a deleted Agent is never reconciled), until
-/// `shutdown`: its pending status, its last write, its retries.
-async fn forget_deleted(
-    ctx: Arc<Context>,
-    mut deleted: mpsc::UnboundedReceiver<ObjectRef<AgentObject>>,
-    shutdown: impl Future<Output = ()>,
-) {
-    let forgetting = async {
-        while let Some(agent) = deleted.next().await {
-            let namespace = agent.namespace.as_deref().unwrap_or_default();
-            ctx.writer.forget_named(namespace, &agent.name);
-            ctx.own_writes.forget(namespace, &agent.name);
-            ctx.retries.succeeded(&agent);
-        }
-    };
-    tokio::select! {
-        () = forgetting => {}
-        () = shutdown => {}
-    }
-}
-
-/// Forgets, once an interval, what the writer remembers of Agents it has nothing left to do
-/// for, until `shutdown`: an Agent deleted while the operator was away is never reconciled.
-async fn writer_sweep(ctx: Arc<Context>, shutdown: impl Future<Output = ()>) {
-    let sweep = async {
-        loop {
-            tokio::time::sleep(ctx.writer.interval()).await;
-            ctx.writer.sweep(std::time::Instant::now());
-        }
-    };
-    tokio::select! {
-        () = sweep => {}
-        () = shutdown => {}
-    }
 }
 
 /// How long ago each restart pod in the cache was created, of those recent enough to weigh on
