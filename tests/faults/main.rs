@@ -37,6 +37,7 @@ mod points;
 mod scenarios;
 mod settle;
 mod steps;
+mod stops;
 mod waiting;
 
 use std::time::Duration;
