@@ -1,6 +1,7 @@
 """An in-process stand-in for the Kubernetes API, as far as a heartbeat Lease goes: GET and JSON
 merge PATCH of Leases, over real HTTP on the loopback, so the SDK's real lightkube client is what
-the tests exercise. It records every request and can be told to fail the next ones.
+the tests exercise. It records every request and can be told to fail the next ones, or to stall:
+accept requests and not answer them until released.
 """
 
 from __future__ import annotations
@@ -48,6 +49,11 @@ class FakeApiServer:
         self.failures: list[int] = []
         self.lock = threading.Lock()
         self.version = 0
+        #: Cleared while stalled: requests are held, unanswered, until it is set again.
+        self.answering = threading.Event()
+        self.answering.set()
+        #: Requests that came while stalled.
+        self.stalled = 0
         server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         server.daemon_threads = True
         self.server = server
@@ -61,6 +67,7 @@ class FakeApiServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.answering.set()
         self.server.shutdown()
         self.server.server_close()
         self.thread.join()
@@ -89,6 +96,15 @@ class FakeApiServer:
         """Answer the next requests with these statuses, one each."""
         with self.lock:
             self.failures.extend(codes)
+
+    def stall(self) -> None:
+        """Accept requests and answer none of them (as an API server that hangs) until
+        `answer()`."""
+        self.answering.clear()
+
+    def answer(self) -> None:
+        """Answer again, the held requests first."""
+        self.answering.set()
 
     def patches(self) -> list[Request]:
         with self.lock:
@@ -134,6 +150,10 @@ class FakeApiServer:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 kind = (self.headers.get("Content-Type") or "").split(";")[0]
+                if not fake.answering.is_set():
+                    with fake.lock:
+                        fake.stalled += 1
+                    fake.answering.wait(60)
                 code, payload = fake._serve(method, self.path, kind, body)
                 data = json.dumps(payload).encode()
                 self.send_response(code)

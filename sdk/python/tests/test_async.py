@@ -36,7 +36,7 @@ def test_renews_in_a_task_and_reports(pod: Path, apiserver: FakeApiServer) -> No
             assert (sup.restart_count, sup.last_failure_reason) == (3, "OOMKilled")
             await sup.report(progress=120, checkpoint="step-120")
             await sup.report(spend={"cost": "0.42", "tokens": 18000})
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.4)
         count = len(apiserver.patches())
         await asyncio.sleep(0.1)
         assert len(apiserver.patches()) == count, "leaving the block stops renewing"

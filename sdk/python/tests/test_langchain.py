@@ -69,8 +69,10 @@ def test_each_model_call_adds_its_tokens(pod: Path, apiserver: FakeApiServer) ->
     handler = spend_handler(sup)
     assert isinstance(handler, SpendCallbackHandler)
     model.invoke("hello", config={"callbacks": [handler]})
+    assert sup.flush(5)
     assert lease_spend(apiserver) == {"tokens": 1200}
     model.invoke("again", config={"callbacks": [handler]})
+    assert sup.flush(5)
     assert lease_spend(apiserver) == {"tokens": 1800}
     assert sup.spend == {"tokens": 1800}
 
@@ -80,9 +82,11 @@ def test_calls_are_priced_per_thousand_tokens_exactly(pod: Path, apiserver: Fake
     handler = spend_handler(sup, input_per_1k="0.003", output_per_1k=Decimal("0.015"))
     model = GenericFakeChatModel(messages=answers((1000, 200), (1, 1)))
     model.invoke("hello", config={"callbacks": [handler]})
+    assert sup.flush(5)
     assert lease_spend(apiserver) == {"cost": "0.006", "tokens": 1200}
     model.invoke("one token each way", config={"callbacks": [handler]})
     assert sup.spend["cost"] == Decimal("0.006018")
+    assert sup.flush(5)
     assert lease_spend(apiserver) == {"cost": "0.006018", "tokens": 1202}
 
 

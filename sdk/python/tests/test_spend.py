@@ -128,14 +128,18 @@ def test_add_spend_reports_the_total_at_once(pod: Path, apiserver: FakeApiServer
     sup = Supervisor.from_env()
     assert sup.spend == {}
     sup.add_spend(cost="0.002", tokens=350)
+    assert sup.flush(5)
     assert lease_spend(apiserver) == {"cost": "0.002", "tokens": 350}
     sup.add_spend(tokens=50)
+    assert sup.flush(5)
     assert lease_spend(apiserver) == {"cost": "0.002", "tokens": 400}
     sup.add_spend(cost=Decimal("0.0005"))
+    assert sup.flush(5)
     assert lease_spend(apiserver) == {"cost": "0.0025", "tokens": 400}
     # report(spend=) and add_spend speak of the same total.
     sup.report(spend={"cost": "1.00"})
     sup.add_spend(cost="0.25")
+    assert sup.flush(5)
     assert lease_spend(apiserver) == {"cost": "1.25", "tokens": 400}
     with pytest.raises(ValueError, match=r"lower than the 1\.25"):
         sup.report(spend={"cost": "1.00"})
@@ -155,6 +159,7 @@ def test_add_spend_from_many_threads_loses_nothing(pod: Path, apiserver: FakeApi
     for thread in threads:
         thread.join()
     assert sup.spend == {"cost": Decimal("0.200"), "tokens": 200}
+    assert sup.flush(5)
     assert lease_spend(apiserver) == {"cost": "0.200", "tokens": 200}
 
 
@@ -163,8 +168,10 @@ def test_the_last_words_carry_the_spend_the_lease_did_not_take(
 ) -> None:
     with Supervisor.from_env(renew_every=60) as sup:
         sup.add_spend(cost="0.30", tokens=3000)
+        assert sup.flush(5)
         apiserver.fail_next(403)  # the last report is not taken
         sup.add_spend(cost="0.12", tokens=1200)
+        assert not sup.flush(0.5)
         assert lease_spend(apiserver) == {"cost": "0.30", "tokens": 3000}
         with pytest.raises(SystemExit) as exit:
             sup.shutdown("economic", "out of credits")
@@ -228,6 +235,7 @@ def test_the_async_twin_adds_the_same_way(pod: Path, apiserver: FakeApiServer) -
         async with AsyncSupervisor.from_env(renew_every=60) as sup:
             await asyncio.gather(*(sup.add_spend(cost="0.001", tokens=2) for _ in range(50)))
             assert sup.spend == {"cost": Decimal("0.050"), "tokens": 100}
+            assert await sup.flush(5)
             assert lease_spend(apiserver) == {"cost": "0.050", "tokens": 100}
             sent = len(apiserver.patches())
             with pytest.raises(ValueError, match="needs cost= or tokens="):

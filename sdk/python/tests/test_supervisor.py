@@ -95,6 +95,7 @@ def test_report_writes_the_lease_annotations(pod: Path, apiserver: FakeApiServer
         sup.report(progress=120, checkpoint="s3://bucket/run-7/step-120")
         sup.report(spend={"cost": "0.42", "tokens": 18000})
         sup.report(spend={"cost": 1})
+        assert sup.flush(5)
         assert annotations(apiserver) == {
             PROGRESS: "120",
             CHECKPOINT: "s3://bucket/run-7/step-120",
@@ -106,6 +107,7 @@ def test_report_writes_the_lease_annotations(pod: Path, apiserver: FakeApiServer
 def test_a_report_renews_without_entering(pod: Path, apiserver: FakeApiServer) -> None:
     sup = Supervisor.from_env()
     sup.report(progress=101)
+    assert sup.flush(5)
     lease = apiserver.lease(NAMESPACE, LEASE)
     assert lease["spec"]["holderIdentity"] == POD
     assert annotations(apiserver) == {PROGRESS: "101"}
@@ -116,6 +118,7 @@ def test_conflicts_are_retried(pod: Path, apiserver: FakeApiServer) -> None:
         before = len(apiserver.patches())
         apiserver.fail_next(409, 409)
         sup.report(progress=130)
+        assert sup.flush(5)
         assert len(apiserver.patches()) == before + 3
         assert annotations(apiserver)[PROGRESS] == "130"
 
@@ -127,10 +130,11 @@ def test_a_report_not_taken_is_logged_and_sent_with_the_next(
         apiserver.fail_next(403)
         with caplog.at_level(logging.WARNING, "agent_supervisor"):
             sup.report(checkpoint="step-140")
-        assert "report not taken" in caplog.text
+            eventually(lambda: "report not taken" in caplog.text)
         assert "--manage-agent-rbac=false" in caplog.text
         assert CHECKPOINT not in annotations(apiserver)
         sup.report(progress=140)
+        assert sup.flush(5)
         assert annotations(apiserver) == {CHECKPOINT: "step-140", PROGRESS: "140"}
 
 
@@ -176,6 +180,7 @@ def test_bad_arguments_raise_before_anything_is_sent(
         sup.report(**kwargs)  # type: ignore[arg-type]
     assert apiserver.patches() == []
     sup.report(progress=120)  # a bad report is not half taken
+    assert sup.flush(5)
     assert annotations(apiserver) == {PROGRESS: "120"}
 
 
@@ -187,9 +192,11 @@ def test_a_progress_below_the_one_handed_is_not_sent_until_it_passes_it(
     with caplog.at_level(logging.INFO, "agent_supervisor"):
         sup.report(progress=81, checkpoint="step-81")
         sup.report(progress=82)
+    assert sup.flush(5)
     assert caplog.text.count("below the 100 recorded before this attempt") == 1
     assert annotations(apiserver) == {CHECKPOINT: "step-81"}
     sup.report(progress=100)
+    assert sup.flush(5)
     assert annotations(apiserver) == {CHECKPOINT: "step-81", PROGRESS: "100"}
     with pytest.raises(ValueError, match="lower than the 100 this attempt reported"):
         sup.report(progress=99)
@@ -205,6 +212,7 @@ def test_progress_and_spend_never_go_back(pod: Path, apiserver: FakeApiServer) -
         sup.report(spend={"cost": "0.49"})
     with pytest.raises(ValueError, match="tokens 9 is lower"):
         sup.report(spend={"tokens": 9})
+    assert sup.flush(5)
     assert json.loads(annotations(apiserver)[SPEND]) == {"cost": "0.50", "tokens": 10}
 
 

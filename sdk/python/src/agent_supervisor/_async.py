@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from types import TracebackType
 from typing import Any, NoReturn
 
 from . import _core
-from ._base import SupervisorBase
+from ._base import CLOSE_TIMEOUT, START_TIMEOUT, SupervisorBase
 from ._env import Identity
-from ._kube import AsyncLeaseApi, explain
+from ._kube import AsyncLeaseApi, explain, retry_wait
 
 log = logging.getLogger("agent_supervisor")
 
@@ -34,7 +36,9 @@ class AsyncSupervisor(SupervisorBase):
     ) -> None:
         super().__init__(identity, renew_every)
         self._api = api
-        self._lock: asyncio.Lock | None = None
+        # Made in the event loop, on first use.
+        self._wake: asyncio.Event | None = None  # something for the sender to look at
+        self._changed: asyncio.Condition | None = None  # a write was taken or failed
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
@@ -64,29 +68,63 @@ class AsyncSupervisor(SupervisorBase):
         await self.close()
 
     async def start(self) -> None:
-        """Renews the Lease once now, then every interval in a task (`async with` awaits this).
-        A failed renewal is logged, not raised: the next one may work."""
+        """Starts renewing the Lease in a task (`async with` awaits this): the first renewal
+        now, then one every interval. Waits for the first to be taken, at most `START_TIMEOUT`
+        seconds; a failed renewal is logged, not raised, and tried again."""
         if self._api is None:
             self._noop()
             return
-        if self._task is not None or self._stopping:
+        if self._outbox.renew_at is not None or self._stopping:
             return
-        duration = None
-        try:
-            duration = await self._api.duration()
-        except Exception as error:
-            log.warning("cannot read the heartbeat Lease's duration: %s", self._explain(error))
-        interval = self._interval(duration)
-        await self._renew(first=True)
-        self._task = asyncio.get_running_loop().create_task(
-            self._run(interval), name="agent-supervisor-heartbeat"
+        self._outbox.renew_at = time.monotonic()
+        wake, changed = self._sender()
+        self._install_sigterm()
+        wake.set()
+        await self._wait(
+            changed,
+            lambda: not self._outbox.first or self._outbox.waiting_long or self._stopping,
+            START_TIMEOUT,
         )
 
     async def close(self) -> None:
-        """Stops renewing and closes the client (leaving the `async with` block awaits this)."""
+        """Waits at most `CLOSE_TIMEOUT` seconds for what was reported to be written, stops
+        renewing and closes the client (leaving the `async with` block awaits this). A report
+        after it raises `RuntimeError`."""
+        if self._closed:
+            return
+        if not self._stopping:
+            await self._drain(CLOSE_TIMEOUT)
         await self._halt()
+        self._closing()
         if self._api is not None:
             await self._api.close()
+
+    async def flush(self, timeout: float | None = None) -> bool:
+        """Waits until everything reported so far is on the Lease, at most `timeout` seconds
+        (`None`: as long as it takes); whether it is. See `Supervisor.flush`."""
+        if self._api is None or self._changed is None:
+            return True
+        target = self._outbox.recorded
+        return await self._wait(
+            self._changed,
+            lambda: self._outbox.written >= target or self._task is None,
+            timeout,
+            lambda: self._outbox.written >= target,
+        )
+
+    async def _drain(self, timeout: float) -> None:
+        """`flush`, unless the API server refused the last write (a 403, a 404): no wait for
+        what would not be taken."""
+        if self._api is None or self._changed is None:
+            return
+        target = self._outbox.recorded
+        await self._wait(
+            self._changed,
+            lambda: (
+                self._outbox.written >= target or self._task is None or self._outbox.waiting_long
+            ),
+            timeout,
+        )
 
     async def report(
         self,
@@ -95,43 +133,31 @@ class AsyncSupervisor(SupervisorBase):
         checkpoint: str | None = None,
         spend: dict[str, Any] | None = None,
     ) -> None:
-        """Reports on the heartbeat Lease (which this also renews): see `Supervisor.report`.
+        """Reports on the heartbeat Lease, and returns at once: a task writes the newest state
+        (`flush()` waits for it). See `Supervisor.report`.
 
-        Raises `ValueError`, before anything is sent, for a bad argument.
+        Raises `ValueError`, before anything is recorded, for a bad argument, and `RuntimeError`
+        after the `async with` block ended.
         """
-        async with self._locked():
-            await self._send(self._take(progress, checkpoint, spend))
+        self._check_open("report")
+        if self._queue(self._take(progress, checkpoint, spend)):
+            self._sender()[0].set()
 
     async def add_spend(self, *, cost: Any = None, tokens: int | None = None) -> None:
-        """Adds to this attempt's spend and reports the new total at once: see
-        `Supervisor.add_spend`. Raises `ValueError`, before anything is sent, for a bad amount.
+        """Adds to this attempt's spend and reports the new total, returning at once: see
+        `Supervisor.add_spend`. Raises `ValueError`, before anything is recorded, for a bad
+        amount, and `RuntimeError` after the `async with` block ended.
         """
-        async with self._locked():
-            spend = _core.add_spend(self._reports.spend, cost, tokens)
-            await self._send(self._take(None, None, spend))
-
-    def _locked(self) -> asyncio.Lock:
-        """One report at a time, in the order they were checked."""
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        return self._lock
-
-    async def _send(self, annotations: dict[str, str]) -> None:
-        """Writes `annotations` (and what earlier reports could not) with a renewal."""
-        body = self._report_body(annotations)
-        if body is None:
-            return
-        try:
-            await self._api.patch(body)
-        except Exception as error:
-            log.warning("report not taken, sent again with the next: %s", self._explain(error))
-            return
-        self._unsent.clear()
+        self._check_open("add_spend")
+        spend = _core.add_spend(self._reports.spend, cost, tokens)
+        if self._queue(self._take(None, None, spend)):
+            self._sender()[0].set()
 
     async def retry_after(self, when: Any, reason: str) -> NoReturn:
         """Ends this attempt, asking to be restarted no earlier than `when`: see
         `Supervisor.retry_after`. Raises `SystemExit(1)`."""
         typed = self._retry_after_message(when, reason)
+        await self._drain(CLOSE_TIMEOUT)  # the last reports to the Lease too, if it takes them soon
         await self._halt()
         self._last_words(typed, _core.RETRY_AFTER_EXIT_CODE)
 
@@ -139,10 +165,36 @@ class AsyncSupervisor(SupervisorBase):
         """Ends this agent for good, `"economic"` or `"voluntary"`: see `Supervisor.shutdown`.
         Raises `SystemExit(0)`."""
         typed = self._shutdown_message(kind, reason)
+        await self._drain(CLOSE_TIMEOUT)  # the last reports to the Lease too, if it takes them soon
         await self._halt()
         self._last_words(typed, _core.SHUTDOWN_EXIT_CODE)
 
-    # The renewing task: it writes the holder and the time, never a report.
+    # The sender: one task writes the renewals and the reports, one request at a time.
+
+    def _sender(self) -> tuple[asyncio.Event, asyncio.Condition]:
+        """Starts the sending task if it is not running; its wake-up event and condition."""
+        if self._wake is None or self._changed is None:
+            self._wake, self._changed = asyncio.Event(), asyncio.Condition()
+        if self._task is None and not self._stopping:
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(self._wake, self._changed), name="agent-supervisor-heartbeat"
+            )
+        return self._wake, self._changed
+
+    @staticmethod
+    async def _wait(
+        changed: asyncio.Condition,
+        until: Callable[[], bool],
+        timeout: float | None,
+        result: Callable[[], bool] | None = None,
+    ) -> bool:
+        async def waiting() -> None:
+            async with changed:
+                await changed.wait_for(until)
+
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(waiting(), timeout)
+        return (result or until)()
 
     async def _halt(self) -> None:
         self._stopping = True
@@ -151,22 +203,55 @@ class AsyncSupervisor(SupervisorBase):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self._changed is not None:
+            async with self._changed:
+                self._changed.notify_all()
 
-    async def _run(self, interval: float) -> None:
-        while True:
-            await asyncio.sleep(interval)
-            await self._renew()
+    async def _run(self, wake: asyncio.Event, changed: asyncio.Condition) -> None:
+        while not self._stopping:
+            wake.clear()
+            now = time.monotonic()
+            due = self._outbox.due(now)
+            if due is None or due > now:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(wake.wait(), None if due is None else due - now)
+                continue
+            await self._write(changed)
+            if not self._duration_read and self._outbox.renew_at is not None:
+                await self._read_duration()
 
-    async def _renew(self, *, first: bool = False) -> None:
+    async def _write(self, changed: asyncio.Condition) -> None:
         assert self._api is not None
+        body, carried = self._outbox.body(self._holder, datetime.now(timezone.utc))
+        reporting = bool(self._outbox.pending)
         try:
-            await self._api.patch(
-                _core.renewal(self._holder, datetime.now(timezone.utc), first=first)
-            )
+            await self._api.patch(body)
         except Exception as error:
-            self._renewed(error)
+            wait = retry_wait(error, self._outbox.failures + 1)
+            self._outbox.failed(wait, time.monotonic(), self._every)
+            self._said(error, reporting)
         else:
-            self._renewed(None)
+            self._outbox.taken(body, carried, time.monotonic(), self._every)
+            self._said(None, reporting)
+        async with changed:
+            changed.notify_all()
+
+    async def _read_duration(self) -> None:
+        """Reads the Lease's duration once, after the first renewal, to renew at a third of it."""
+        assert self._api is not None
+        self._duration_read = True
+        try:
+            duration = await self._api.duration()
+        except Exception as error:
+            log.warning(
+                "cannot read the heartbeat Lease's duration (renewing every %ss): %s",
+                self._every,
+                self._explain(error),
+            )
+            return
+        self._every = self._interval(duration)
+        if self._outbox.renew_at is not None:
+            self._outbox.renew_at = min(self._outbox.renew_at, time.monotonic() + self._every)
 
     def _explain(self, error: BaseException) -> str:
         return explain(error, self._identity.lease or "", self._identity.namespace)

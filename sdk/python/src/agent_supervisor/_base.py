@@ -1,21 +1,34 @@
-"""What the sync and async supervisors share: the identity, the checks, the no-op mode and the
-typed termination message. Their I/O (a thread or a task, a client or an async client) is theirs.
+"""What the sync and async supervisors share: the identity, the checks, the no-op mode, the
+sender's state (`Outbox`), the SIGTERM handler and the typed termination message. Their I/O (a
+thread or a task, a client or an async client) is theirs.
 """
 
 from __future__ import annotations
 
 import logging
+import signal
 import socket
-from datetime import datetime, timezone
+import threading
+from types import FrameType
 from typing import Any, NoReturn
 
 from . import _core
 from ._env import Identity
+from ._outbox import Outbox
 
 log = logging.getLogger("agent_supervisor")
 
 #: Renew this often when the Lease does not say its duration and the caller did not say.
 DEFAULT_RENEW_EVERY = 5.0
+#: Entering the `with` block waits at most this many seconds for the first renewal to be taken
+#: (it goes on trying in the background after). With the Lease's duration read after it, one
+#: request each, against an API server that never answers entering costs this and no more; a
+#: longer wait would only delay an agent whose API server is down.
+START_TIMEOUT = 5.0
+#: Leaving the `with` block waits at most this many seconds for what was reported to be written
+#: (`flush`), then stops the sender: the last reports of an agent that ends have a chance to
+#: reach the Lease, and an API server that never answers costs the exit this much.
+CLOSE_TIMEOUT = 5.0
 
 
 class SupervisorBase:
@@ -30,12 +43,22 @@ class SupervisorBase:
         self._identity = identity
         self._renew_every = renew_every
         self._reports = _core.Reports(handed=identity.progress)
+        #: What the background sender writes next, and when.
+        self._outbox = Outbox()
+        #: Seconds between renewals: as asked, else the default until the Lease's duration is read.
+        self._every = renew_every or DEFAULT_RENEW_EVERY
+        self._duration_read = renew_every is not None
+        #: The agent decided to stop (retry_after, shutdown, a SIGTERM): nothing more is written.
         self._stopping = False
+        #: The `with` block ended (close()): a report now is a mistake, and raises.
+        self._closed = False
+        #: A SIGTERM came: the termination message holds the last words, rewritten on close.
+        self._terminated = False
+        self._previous_sigterm: Any = None
         self._noop_said = False
         self._behind_said = False
+        self._stopped_said = False
         self._failing = False
-        #: Annotations reported and not yet taken by the API server: sent with the next.
-        self._unsent: dict[str, str] = {}
 
     # What the operator handed this attempt.
 
@@ -93,8 +116,8 @@ class SupervisorBase:
             return lease_duration / 3
         return DEFAULT_RENEW_EVERY
 
-    def _renewed(self, error: BaseException | None) -> None:
-        """Says, once per streak, that renewals fail, and when they work again."""
+    def _said(self, error: BaseException | None, reporting: bool) -> None:
+        """Says, once per streak, that writes fail, and when they work again."""
         from ._kube import explain
 
         if error is None:
@@ -104,22 +127,40 @@ class SupervisorBase:
             return
         if not self._failing:
             lease, namespace = self._identity.lease or "", self._identity.namespace
-            log.warning("cannot renew the heartbeat: %s", explain(error, lease, namespace))
+            what = (
+                "report not taken, sent again with the next write"
+                if reporting
+                else ("cannot renew the heartbeat")
+            )
+            log.warning("%s: %s", what, explain(error, lease, namespace))
         self._failing = True
 
-    def _report_body(self, annotations: dict[str, str]) -> dict[str, Any] | None:
-        """The renewal that carries `annotations` and what earlier reports could not; `None`
-        when nothing is to be sent (no Lease, or the agent decided to stop)."""
+    def _check_open(self, verb: str) -> None:
+        """Raises for a report after the `with` block ended: nothing would send it."""
+        if self._closed:
+            raise RuntimeError(
+                f"{verb}() after the supervisor was closed (its `with` block ended): nothing "
+                "sends it any more. Report inside the block, or flush() before leaving it"
+            )
+
+    def _queue(self, annotations: dict[str, str]) -> bool:
+        """Records a checked report for the sender; whether it has something to write."""
         if self._api is None:
             self._noop()
-            return None
+            return False
         if self._stopping:
-            log.debug("report after the agent decided to stop: only in the termination message")
-            return None
-        self._unsent.update(annotations)
-        body = _core.renewal(self._holder, datetime.now(timezone.utc))
-        body["metadata"] = {"annotations": dict(self._unsent)}
-        return body
+            if not self._stopped_said:
+                self._stopped_said = True
+                log.warning(
+                    "report after the agent decided to stop (retry_after, shutdown or SIGTERM): "
+                    "not sent to the Lease%s",
+                    "; it goes in the termination message" if self._terminated else "",
+                )
+            return False
+        if not annotations:
+            return False
+        self._outbox.record(annotations)
+        return True
 
     def _take(self, progress: object, checkpoint: object, spend: object) -> dict[str, str]:
         """Checks and remembers a report; the Lease annotations it sets."""
@@ -140,6 +181,63 @@ class SupervisorBase:
         floor = self._reports.floor()
         return floor is None or progress > floor
 
+    # A clean stop on SIGTERM (how Kubernetes stops a pod).
+
+    def _install_sigterm(self) -> None:
+        """Handles SIGTERM (`_on_sigterm`), where that is safe: from the main thread, and not
+        over a handler that ignores it; one the author installed is chained to."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous is signal.SIG_IGN or previous is None:  # None: not installed from Python
+            return
+        self._previous_sigterm = previous
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    def _uninstall_sigterm(self) -> None:
+        """Puts back the handler there was, if this one's is still the one installed."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        if self._previous_sigterm is not None and signal.getsignal(signal.SIGTERM) == (
+            self._on_sigterm
+        ):
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
+        self._previous_sigterm = None
+
+    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        """Stops renewing, writes the last words (progress, checkpoint, spend) to the termination
+        log, then calls the handler the author installed, if any, or else raises
+        `SystemExit(143)` so that `finally` blocks and `with` exits run. Takes no lock: it runs
+        between two lines of the main thread, which may hold one."""
+        self._terminated = True
+        self._stopping = True
+        self._write_log(self._reports.last_words({}))
+        previous = self._previous_sigterm
+        if callable(previous):
+            previous(signum, frame)
+            return
+        raise SystemExit(_core.SIGTERM_EXIT_CODE)
+
+    def _write_log(self, message: str) -> None:
+        """Writes the termination message, where the kubelet reads it."""
+        path = self._identity.termination_log
+        if path is None:
+            log.info("not in a supervised pod: termination message not written: %s", message)
+            return
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(message)
+        except OSError as error:
+            log.warning("cannot write the termination message to %s: %s", path, error)
+
+    def _closing(self) -> None:
+        """After the sender stopped: marks the supervisor closed; after a SIGTERM, the last
+        words again, with what the agent's cleanup reported since."""
+        self._closed = True
+        self._uninstall_sigterm()
+        if self._terminated:
+            self._write_log(self._reports.last_words({}))
+
     def _crashed(self, error: BaseException | None) -> None:
         """Leaving the block by an exception (not by `retry_after` or `shutdown`, which wrote
         their own): writes the attempt's spend as its termination message, so the operator counts
@@ -156,16 +254,7 @@ class SupervisorBase:
 
     def _last_words(self, typed: dict[str, Any], code: int) -> NoReturn:
         """Writes the typed termination message and ends the process with `code`."""
-        message = self._reports.last_words(typed)
-        path = self._identity.termination_log
-        if path is None:
-            log.info("not in a supervised pod: termination message not written: %s", message)
-        else:
-            try:
-                with open(path, "w", encoding="utf-8") as f:
-                    f.write(message)
-            except OSError as error:
-                log.warning("cannot write the termination message to %s: %s", path, error)
+        self._write_log(self._reports.last_words(typed))
         raise SystemExit(code)
 
     @staticmethod

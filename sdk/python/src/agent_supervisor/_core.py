@@ -36,6 +36,8 @@ SHUTDOWN_KINDS = ("economic", "voluntary")
 #: Exit codes: a retry-after is a failure to restart later, a shutdown is not a failure.
 RETRY_AFTER_EXIT_CODE = 1
 SHUTDOWN_EXIT_CODE = 0
+#: A process ended by SIGTERM exits 128 + 15, as the shell and the kubelet say it.
+SIGTERM_EXIT_CODE = 143
 
 # Go's time.ParseDuration without a sign, as the operator's API admits it.
 _DURATION = re.compile(r"^(0|([0-9]{1,6}(\.[0-9]{1,9})?(ns|us|µs|ms|s|m|h))+)$")

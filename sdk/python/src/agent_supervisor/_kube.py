@@ -2,31 +2,33 @@
 
 Every write is a JSON merge patch of only the fields it means (the renewal: `spec.holderIdentity`
 and `spec.renewTime`; a report: its annotations as well), so a renewal never carries a stale
-report and two writers never undo each other. Conflicts (409) are retried at once, throttling and
-server or network errors after a short backoff; anything else is for the caller.
+report and two writers never undo each other. Each call is one request with a bounded timeout:
+the supervisors' background sender decides when to try again (`retry_wait`), building each try
+afresh, so a retried write carries a fresh `renewTime`, never its original.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx2  # lightkube's own HTTP client: its network errors are these
 from lightkube import ApiError, AsyncClient, Client, ConfigError, KubeConfig
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.types import PatchType
 
-T = TypeVar("T")
-
-#: Tries per request, and the waits between them.
-TRIES = 4
+#: Waits before trying a write again: a conflict (409) this many seconds a failure in a row...
 _CONFLICT_WAIT = 0.05
+#: ... throttling, server and network errors this many, doubling with each failure in a row
+#: (capped by the caller at its renewal interval).
 _BACKOFF = 0.25
 _RETRIED_STATUS = frozenset({409, 429, 500, 502, 503, 504})
-#: One request's timeout, in seconds.
-REQUEST_TIMEOUT = 10.0
+#: One request's timeout, in seconds (connect, read, write). It bounds what an API server that
+#: accepts connections and never answers costs: the start-up wait (`START_TIMEOUT`) and a close
+#: (`CLOSE_TIMEOUT`) never wait longer than theirs for it, and reports never wait for it at all.
+#: Longer, a stalled request would hold back the renewals behind it for longer (a heartbeat
+#: timeout is at least a few times the renewal interval); much shorter, a slow but working API
+#: server would be given up on.
+REQUEST_TIMEOUT = 5.0
 
 
 def status_of(error: BaseException) -> int | None:
@@ -37,10 +39,9 @@ def status_of(error: BaseException) -> int | None:
 
 
 def retry_wait(error: BaseException, tried: int) -> float | None:
-    """How long to wait before trying again after `error` on try number `tried` (from 1), or
-    `None`: not to try again."""
-    if tried >= TRIES:
-        return None
+    """How long to wait before trying again after `error`, the `tried`-th failure in a row (from
+    1), or `None`: not soon (the caller tries again at its next renewal).
+    """
     status = status_of(error)
     if status == 409:
         return _CONFLICT_WAIT * tried
@@ -88,29 +89,15 @@ class LeaseApi:
         )
         self.namespace = namespace or self.client.namespace
 
-    def _retried(self, call: Callable[[], T]) -> T:
-        tried = 0
-        while True:
-            tried += 1
-            try:
-                return call()
-            except Exception as error:
-                wait = retry_wait(error, tried)
-                if wait is None:
-                    raise
-                time.sleep(wait)
-
     def duration(self) -> int | None:
         """The Lease's `spec.leaseDurationSeconds`: the heartbeat timeout, as the operator sets."""
-        lease = self._retried(lambda: self.client.get(Lease, self.name, namespace=self.namespace))
+        lease = self.client.get(Lease, self.name, namespace=self.namespace)
         return lease.spec.leaseDurationSeconds if lease.spec else None
 
     def patch(self, body: dict[str, Any]) -> None:
-        """Merge-patches the Lease with `body`."""
-        self._retried(
-            lambda: self.client.patch(
-                Lease, self.name, body, namespace=self.namespace, patch_type=PatchType.MERGE
-            )
+        """Merge-patches the Lease with `body`: one request."""
+        self.client.patch(
+            Lease, self.name, body, namespace=self.namespace, patch_type=PatchType.MERGE
         )
 
     def close(self) -> None:
@@ -128,31 +115,15 @@ class AsyncLeaseApi:
         )
         self.namespace = namespace or self.client.namespace
 
-    async def _retried(self, call: Callable[[], Awaitable[T]]) -> T:
-        tried = 0
-        while True:
-            tried += 1
-            try:
-                return await call()
-            except Exception as error:
-                wait = retry_wait(error, tried)
-                if wait is None:
-                    raise
-                await asyncio.sleep(wait)
-
     async def duration(self) -> int | None:
         """The Lease's `spec.leaseDurationSeconds`: the heartbeat timeout, as the operator sets."""
-        lease = await self._retried(
-            lambda: self.client.get(Lease, self.name, namespace=self.namespace)
-        )
+        lease = await self.client.get(Lease, self.name, namespace=self.namespace)
         return lease.spec.leaseDurationSeconds if lease.spec else None
 
     async def patch(self, body: dict[str, Any]) -> None:
-        """Merge-patches the Lease with `body`."""
-        await self._retried(
-            lambda: self.client.patch(
-                Lease, self.name, body, namespace=self.namespace, patch_type=PatchType.MERGE
-            )
+        """Merge-patches the Lease with `body`: one request."""
+        await self.client.patch(
+            Lease, self.name, body, namespace=self.namespace, patch_type=PatchType.MERGE
         )
 
     async def close(self) -> None:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from datetime import datetime, timezone
 from types import TracebackType
 from typing import Any, NoReturn
 
 from . import _core
-from ._base import SupervisorBase
+from ._base import CLOSE_TIMEOUT, START_TIMEOUT, SupervisorBase
 from ._env import Identity
-from ._kube import REQUEST_TIMEOUT, LeaseApi, explain
+from ._kube import REQUEST_TIMEOUT, LeaseApi, explain, retry_wait
 
 log = logging.getLogger("agent_supervisor")
 
@@ -20,9 +21,9 @@ class Supervisor(SupervisorBase):
     """Speaks to the operator that runs this agent: heartbeats, reports and last words.
 
     Make one with `Supervisor.from_env()` and use it in a `with` block: while the block runs, a
-    background thread renews the heartbeat Lease. Without `AGENT_HEARTBEAT_LEASE` every call is a
-    no-op (logged once), so the same code runs on a laptop and in a unit test. All methods may be
-    called from any thread.
+    background thread renews the heartbeat Lease and writes the reports, which return at once.
+    Without `AGENT_HEARTBEAT_LEASE` every call is a no-op (logged once), so the same code runs on
+    a laptop and in a unit test. All methods may be called from any thread.
     """
 
     def __init__(
@@ -30,8 +31,9 @@ class Supervisor(SupervisorBase):
     ) -> None:
         super().__init__(identity, renew_every)
         self._api = api
-        self._lock = threading.Lock()  # one report at a time, in the order they were checked
-        self._stop = threading.Event()
+        self._lock = threading.Lock()  # the reports and the outbox
+        self._changed = threading.Condition(self._lock)  # a write was taken or failed
+        self._wake = threading.Event()  # something for the sender to look at
         self._thread: threading.Thread | None = None
 
     @classmethod
@@ -65,30 +67,67 @@ class Supervisor(SupervisorBase):
         self.close()
 
     def start(self) -> None:
-        """Renews the Lease once now, then every interval in a background thread (`with` calls
-        this). A failed renewal is logged, not raised: the next one may work."""
+        """Starts renewing the Lease in a background thread (`with` calls this): the first
+        renewal now, then one every interval. Waits for the first to be taken, at most
+        `START_TIMEOUT` seconds; a failed renewal is logged, not raised, and tried again."""
         if self._api is None:
             self._noop()
             return
-        if self._thread is not None or self._stopping:
-            return
-        duration = None
-        try:
-            duration = self._api.duration()
-        except Exception as error:
-            log.warning("cannot read the heartbeat Lease's duration: %s", self._explain(error))
-        interval = self._interval(duration)
-        self._renew(first=True)
-        self._thread = threading.Thread(
-            target=self._run, args=(interval,), name="agent-supervisor-heartbeat", daemon=True
-        )
-        self._thread.start()
+        with self._lock:
+            if self._outbox.renew_at is not None or self._stopping:
+                return
+            self._outbox.renew_at = time.monotonic()
+            self._sender()
+        self._install_sigterm()
+        self._wake.set()
+        with self._lock:
+            self._changed.wait_for(
+                lambda: not self._outbox.first or self._outbox.waiting_long or self._stopping,
+                START_TIMEOUT,
+            )
 
     def close(self) -> None:
-        """Stops renewing and closes the client (leaving the `with` block calls this)."""
-        self._halt()
+        """Waits at most `CLOSE_TIMEOUT` seconds for what was reported to be written, stops
+        renewing and closes the client (leaving the `with` block calls this). A report after it
+        raises `RuntimeError`."""
+        if self._closed:
+            return
+        deadline = time.monotonic() + CLOSE_TIMEOUT
+        if not self._stopping:
+            self._drain(CLOSE_TIMEOUT)
+        self._halt(max(0.0, deadline - time.monotonic()))
+        self._closing()
         if self._api is not None:
             self._api.close()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Waits until everything reported so far is on the Lease, at most `timeout` seconds
+        (`None`: as long as it takes); whether it is. Never needed for the operator to have it:
+        only to wait for it."""
+        if self._api is None:
+            return True
+        with self._lock:
+            target = self._outbox.recorded
+            self._changed.wait_for(
+                lambda: self._outbox.written >= target or self._thread is None, timeout
+            )
+            return self._outbox.written >= target
+
+    def _drain(self, timeout: float) -> None:
+        """`flush`, unless the API server refused the last write (a 403, a 404): no wait for
+        what would not be taken."""
+        if self._api is None:
+            return
+        with self._lock:
+            target = self._outbox.recorded
+            self._changed.wait_for(
+                lambda: (
+                    self._outbox.written >= target
+                    or self._thread is None
+                    or self._outbox.waiting_long
+                ),
+                timeout,
+            )
 
     def report(
         self,
@@ -97,7 +136,8 @@ class Supervisor(SupervisorBase):
         checkpoint: str | None = None,
         spend: dict[str, Any] | None = None,
     ) -> None:
-        """Reports on the heartbeat Lease (which this also renews).
+        """Reports on the heartbeat Lease (a write that also renews it), and returns at once: a
+        background thread writes the newest state (`flush()` waits for it).
 
         `progress`: steps done over all attempts, a whole number that only grows. One below
         `self.progress` (after resuming from an older checkpoint) is not sent until it passes it:
@@ -105,38 +145,38 @@ class Supervisor(SupervisorBase):
         resume from (at most 1 KiB). `spend`: this attempt's spend so far, `{"cost": "0.42",
         "tokens": 18000}` (`cost` a decimal string, either key may be left out).
 
-        Raises `ValueError`, before anything is sent, for a bad argument. A report the API server
-        does not take (after retries) is logged and sent again with the next one.
+        Raises `ValueError`, before anything is recorded, for a bad argument, and `RuntimeError`
+        after the `with` block ended. A report the API server does not take is logged and
+        sent again, with what was reported since.
         """
+        self._check_open("report")
         with self._lock:
-            self._send(self._take(progress, checkpoint, spend))
+            wake = self._queue(self._take(progress, checkpoint, spend))
+            if wake:
+                self._sender()
+        if wake:
+            self._wake.set()
 
     def add_spend(self, *, cost: Any = None, tokens: int | None = None) -> None:
-        """Adds to this attempt's spend and reports the new total at once, as `report(spend=...)`.
+        """Adds to this attempt's spend and reports the new total, as `report(spend=...)`: it
+        returns at once, a background thread writes it.
 
         `cost`: what a call cost, a decimal (`"0.002"`, a `Decimal`; a float is read as it
         prints); `tokens`: how many it used. Sums are exact (`Decimal`); `self.spend` is the
-        total. Call it after each model call: one Lease write each, so the operator has the
-        spend however the process ends. Safe from any thread.
+        total. Call it after each model call; reports made while a write is on its way go
+        together in the next. Safe from any thread.
 
-        Raises `ValueError`, before anything is sent, for a negative, unparsable or missing
-        amount.
+        Raises `ValueError`, before anything is recorded, for a negative, unparsable or missing
+        amount, and `RuntimeError` after the `with` block ended.
         """
+        self._check_open("add_spend")
         with self._lock:
             spend = _core.add_spend(self._reports.spend, cost, tokens)
-            self._send(self._take(None, None, spend))
-
-    def _send(self, annotations: dict[str, str]) -> None:
-        """Writes `annotations` (and what earlier reports could not) with a renewal."""
-        body = self._report_body(annotations)
-        if body is None:
-            return
-        try:
-            self._api.patch(body)
-        except Exception as error:
-            log.warning("report not taken, sent again with the next: %s", self._explain(error))
-            return
-        self._unsent.clear()
+            wake = self._queue(self._take(None, None, spend))
+            if wake:
+                self._sender()
+        if wake:
+            self._wake.set()
 
     def retry_after(self, when: Any, reason: str) -> NoReturn:
         """Ends this attempt, asking to be restarted no earlier than `when`: the world is not ready.
@@ -147,6 +187,7 @@ class Supervisor(SupervisorBase):
         far) and raises `SystemExit(1)`: let it end the process.
         """
         typed = self._retry_after_message(when, reason)
+        self._drain(CLOSE_TIMEOUT)  # the last reports to the Lease too, if it takes them soon
         self._halt()
         self._last_words(typed, _core.RETRY_AFTER_EXIT_CODE)
 
@@ -157,32 +198,82 @@ class Supervisor(SupervisorBase):
         with what was reported so far) and raises `SystemExit(0)`: the operator never restarts it.
         """
         typed = self._shutdown_message(kind, reason)
+        self._drain(CLOSE_TIMEOUT)  # the last reports to the Lease too, if it takes them soon
         self._halt()
         self._last_words(typed, _core.SHUTDOWN_EXIT_CODE)
 
-    # The renewing thread: it writes the holder and the time, never a report.
+    # The sender: one thread writes the renewals and the reports, one request at a time.
 
-    def _halt(self) -> None:
+    def _sender(self) -> None:
+        """Starts the sending thread if it is not running (with the lock held)."""
+        if self._thread is None and not self._stopping:
+            self._thread = threading.Thread(
+                target=self._run, name="agent-supervisor-heartbeat", daemon=True
+            )
+            self._thread.start()
+
+    def _halt(self, wait: float = REQUEST_TIMEOUT) -> None:
+        """Stops the sender; a write on its way is waited for at most `wait` seconds (past that
+        the thread, a daemon, is left to it: it writes for this same pod, which is ending)."""
         self._stopping = True
-        self._stop.set()
-        thread, self._thread = self._thread, None
+        self._wake.set()
+        with self._lock:
+            thread, self._thread = self._thread, None
+            self._changed.notify_all()
         if thread is not None and thread is not threading.current_thread():
-            # A renewal in flight ends within a request's timeout; past that, the thread (a
-            # daemon) is left to it: it renews for this same pod, which is ending.
-            thread.join(timeout=REQUEST_TIMEOUT)
+            thread.join(timeout=wait)
 
-    def _run(self, interval: float) -> None:
-        while not self._stop.wait(interval):
-            self._renew()
+    def _run(self) -> None:
+        while not self._stopping:
+            self._wake.clear()  # before looking: a report from now on wakes it again
+            with self._lock:
+                now = time.monotonic()
+                due = self._outbox.due(now)
+            if due is None or due > now:
+                self._wake.wait(None if due is None else due - now)
+                continue
+            self._write()
+            if not self._duration_read and self._outbox.renew_at is not None:
+                self._read_duration()
 
-    def _renew(self, *, first: bool = False) -> None:
+    def _write(self) -> None:
         assert self._api is not None
+        with self._lock:
+            body, carried = self._outbox.body(self._holder, datetime.now(timezone.utc))
+            reporting = bool(self._outbox.pending)
+        if self._stopping:
+            return
         try:
-            self._api.patch(_core.renewal(self._holder, datetime.now(timezone.utc), first=first))
+            self._api.patch(body)
         except Exception as error:
-            self._renewed(error)
+            with self._lock:
+                wait = retry_wait(error, self._outbox.failures + 1)
+                self._outbox.failed(wait, time.monotonic(), self._every)
+                self._changed.notify_all()
+            self._said(error, reporting)
         else:
-            self._renewed(None)
+            with self._lock:
+                self._outbox.taken(body, carried, time.monotonic(), self._every)
+                self._changed.notify_all()
+            self._said(None, reporting)
+
+    def _read_duration(self) -> None:
+        """Reads the Lease's duration once, after the first renewal, to renew at a third of it."""
+        assert self._api is not None
+        self._duration_read = True
+        try:
+            duration = self._api.duration()
+        except Exception as error:
+            log.warning(
+                "cannot read the heartbeat Lease's duration (renewing every %ss): %s",
+                self._every,
+                self._explain(error),
+            )
+            return
+        with self._lock:
+            self._every = self._interval(duration)
+            if self._outbox.renew_at is not None:
+                self._outbox.renew_at = min(self._outbox.renew_at, time.monotonic() + self._every)
 
     def _explain(self, error: BaseException) -> str:
         return explain(error, self._identity.lease or "", self._identity.namespace)

@@ -15,7 +15,6 @@ checkpoint the operator hands back is only a name for state the saver keeps.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Collection
 from typing import Any
@@ -144,7 +143,7 @@ class SupervisedSaver(BaseCheckpointSaver[Any]):
             if isinstance(sup, AsyncSupervisor):
                 await sup.report(**report)
             else:
-                await asyncio.to_thread(sup.report, **report)
+                sup.report(**report)  # returns at once: the supervisor's thread writes it
         return stored
 
     def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> SupervisedSaver:

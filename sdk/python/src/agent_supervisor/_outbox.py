@@ -1,0 +1,90 @@
+"""What the background sender writes next, and when: a pure state machine (no I/O, no clock reads;
+the twins pass the time in), shared by the sync and the async supervisor.
+
+Reports are coalesced: each annotation holds only its newest value until a write carries it. One
+sender writes, one request at a time, and every write is built afresh when it is sent: the
+renewal with the time it is sent at and the newest value of every annotation not yet taken, so
+no older state is ever sent after a newer one and `renewTime` never goes back. Until a write of
+the attempt is taken, each also takes away the spend of the attempt before (spend is per attempt).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from . import _core
+
+
+@dataclass
+class Outbox:
+    """The annotations waiting to be written, and when the next write is due (monotonic seconds).
+
+    `renew_at`: when the next renewal is due, `None` while nothing renews (before `start()`, or a
+    report made without it); `retry_at`: no write before it (after a failure).
+    """
+
+    #: Reported and not yet taken by the API server: the newest value of each annotation.
+    pending: dict[str, str] = field(default_factory=dict)
+    #: Whether no write of this attempt was taken yet: the next one is the attempt's first.
+    first: bool = True
+    renew_at: float | None = None
+    retry_at: float = 0.0
+    #: Failures in a row, and whether the last one is not to be tried again soon (a 403 or 404:
+    #: not before a renewal interval).
+    failures: int = 0
+    waiting_long: bool = False
+    #: How many reports were recorded, and how many of them a taken write carried.
+    recorded: int = 0
+    written: int = 0
+
+    def record(self, annotations: dict[str, str]) -> int:
+        """Records a report's annotations (the newest value wins); the report's number, which
+        `written` reaches once a write carried it."""
+        self.pending.update(annotations)
+        self.recorded += 1
+        if self.waiting_long:  # refused (a 403, a 404), not overloaded: a new report tries again
+            self.retry_at = 0.0
+        return self.recorded
+
+    def due(self, now: float) -> float | None:
+        """When the next write is due (maybe already, `<= now`); `None`: none is."""
+        wanted = [] if self.renew_at is None else [self.renew_at]
+        if self.pending:
+            wanted.append(now)
+        if not wanted:
+            return None
+        return max(min(wanted), self.retry_at)
+
+    def body(self, holder: str, now: datetime) -> tuple[dict[str, Any], int]:
+        """The write to send now, and the number of the newest report it carries."""
+        body = _core.renewal(holder, now, first=self.first)
+        if self.pending:
+            annotations = body.setdefault("metadata", {}).setdefault("annotations", {})
+            annotations.update(self.pending)
+        return body, self.recorded
+
+    def taken(self, body: dict[str, Any], carried: int, now: float, interval: float) -> None:
+        """The API server took `body`: what it carried is no longer pending (unless reported
+        again since), the next renewal is an interval away."""
+        sent = body.get("metadata", {}).get("annotations", {})
+        for key, value in sent.items():
+            if key in self.pending and self.pending[key] == value:
+                del self.pending[key]
+        self.first = False
+        self.failures = 0
+        self.waiting_long = False
+        self.retry_at = 0.0
+        self.written = max(self.written, carried)
+        if self.renew_at is not None:
+            self.renew_at = now + interval
+
+    def failed(self, wait: float | None, now: float, interval: float) -> None:
+        """A write failed: try again after `wait` seconds (`None`: not soon, an interval away);
+        never later than an interval."""
+        self.failures += 1
+        self.waiting_long = wait is None
+        self.retry_at = now + (interval if wait is None else min(wait, interval))
+        if self.renew_at is not None:
+            self.renew_at = self.retry_at
