@@ -10,7 +10,6 @@ use crate::api::wire::Guarded;
 use futures::StreamExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
@@ -111,7 +110,6 @@ impl GroupIndex {
 pub struct Context {
     pub client: Client,
     /// For an AgentGroup that cannot be decoded (a warning, which repeats).
-    pub recorder: Recorder,
     /// The group's decisions' Events, sent as the Agents' are.
     pub events: super::events::Sender,
     pub groups: Store<GroupObject>,
@@ -129,7 +127,6 @@ impl Context {
         metrics: Arc<crate::controller::metrics::Metrics>,
     ) -> Context {
         Context {
-            recorder: Recorder::new(client.clone(), Reporter::from(FIELD_MANAGER)),
             events,
             client,
             groups,
@@ -163,7 +160,7 @@ async fn reconcile(object: Arc<GroupObject>, ctx: Arc<Context>) -> Result<Action
     let group = match &object.0 {
         Ok(group) => group,
         Err(invalid) => {
-            super::events::report_invalid(&ctx.recorder, "AgentGroup", invalid).await;
+            super::events::report_invalid(&ctx.events, "AgentGroup", invalid);
             return Ok(Action::await_change());
         }
     };

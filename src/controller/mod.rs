@@ -40,7 +40,6 @@ use futures::FutureExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::runtime::controller::{self, Action};
-use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, Resource};
@@ -113,10 +112,9 @@ impl Default for Config {
     }
 }
 
-/// What every reconcile of one scope shares: the client, the Event recorder and the caches.
+/// What every reconcile of one scope shares: the client, the Event sender and the caches.
 pub struct Context {
     pub client: Client,
-    pub recorder: Recorder,
     /// Sends the decisions' Events.
     pub events: events::Sender,
     pub pods: Store<CachedPod>,

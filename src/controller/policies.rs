@@ -7,7 +7,6 @@ use std::sync::Arc;
 use futures::StreamExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
@@ -33,7 +32,6 @@ pub struct Caches {
 pub struct Context {
     client: Client,
     /// For a RestartPolicy that cannot be decoded (a warning, which repeats).
-    recorder: Recorder,
     /// The outage breaker's Events, sent as the Agents' are.
     events: super::events::Sender,
     caches: Caches,
@@ -49,7 +47,6 @@ impl Context {
         metrics: Arc<Metrics>,
     ) -> Context {
         Context {
-            recorder: Recorder::new(client.clone(), Reporter::from(FIELD_MANAGER)),
             events,
             client,
             caches,
@@ -90,7 +87,7 @@ async fn reconcile_policy(object: &PolicyObject, ctx: &Context) -> Result<Action
     let policy = match &object.0 {
         Ok(policy) => policy,
         Err(invalid) => {
-            super::events::report_invalid(&ctx.recorder, "RestartPolicy", invalid).await;
+            super::events::report_invalid(&ctx.events, "RestartPolicy", invalid);
             return Ok(Action::await_change());
         }
     };

@@ -9,7 +9,6 @@ use futures::channel::mpsc;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
@@ -19,9 +18,8 @@ use super::groups::{self, GroupIndex, GroupObject};
 use super::slim::{self, CachedPod};
 use super::watch::{Change, Watches};
 use super::{
-    AgentObject, Config, Context, Error, FIELD_MANAGER, PolicyObject, budget, error, events,
-    finished, fresh, identity, log_outcome, policies, reconcile, routes, upkeep, uses_policy,
-    writer,
+    AgentObject, Config, Context, Error, PolicyObject, budget, error, events, finished, fresh,
+    identity, log_outcome, policies, reconcile, routes, upkeep, uses_policy, writer,
 };
 use crate::api::AGENT_LABEL;
 
@@ -222,7 +220,6 @@ pub(super) async fn run_scope(
     config.status.watch_groups(groups.clone());
     let context = Arc::new(Context {
         client: client.clone(),
-        recorder: Recorder::new(client.clone(), Reporter::from(FIELD_MANAGER)),
         events: events.clone(),
         pods,
         leases,

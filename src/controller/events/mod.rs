@@ -1,14 +1,13 @@
 //! Events on the Agent, as `kubectl describe` shows them. Notes are cut to what the API server
 //! accepts (1 KiB), so no Event is ever refused for its length. The decisions' Events and the
 //! warnings about errors go through one `Sender` for the process (`sender`), so that their
-//! repeats update one Event; a warning about an object that cannot be decoded through kube's
-//! recorder.
+//! repeats update one Event, as do the warnings about objects that cannot be decoded.
 
 mod sender;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::core::error_boundary::InvalidObject;
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder};
+use kube::runtime::events::{Event as KubeEvent, EventType};
 use kube::{Resource, ResourceExt};
 use tracing::warn;
 
@@ -102,9 +101,9 @@ pub fn warn(agent: &Agent, error: &Error, ctx: &Context) {
 }
 
 /// An object of `kind` that cannot be decoded (a field written by a newer version, a value out
-/// of range): logged and, on the object itself, a Warning Event. It is skipped; nothing else
-/// waits for it.
-pub async fn report_invalid(recorder: &Recorder, kind: &str, invalid: &InvalidObject) {
+/// of range): logged and, on the object itself, a Warning Event (sent as the decisions' are, by
+/// `sender`). It is skipped; nothing else waits for it.
+pub fn report_invalid(sender: &Sender, kind: &str, invalid: &InvalidObject) {
     let meta = &invalid.metadata;
     let name = meta.name.clone().unwrap_or_default();
     warn!(
@@ -134,9 +133,7 @@ pub async fn report_invalid(recorder: &Recorder, kind: &str, invalid: &InvalidOb
         action: "Decode".to_string(),
         secondary: None,
     };
-    if let Err(e) = recorder.publish(&event, &reference).await {
-        warn!(error = %e, "could not record an Event");
-    }
+    sender.send_later(reference, vec![event]);
 }
 
 #[cfg(test)]

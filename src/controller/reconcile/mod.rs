@@ -29,7 +29,7 @@ pub async fn reconcile(object: Arc<AgentObject>, ctx: Arc<Context>) -> Result<Ac
     let agent = match &object.0 {
         Ok(agent) => agent,
         Err(invalid) => {
-            events::report_invalid(&ctx.recorder, "Agent", invalid).await;
+            events::report_invalid(&ctx.events, "Agent", invalid);
             return Ok(Action::await_change());
         }
     };
