@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use agent_supervisor::api::Phase;
+use agent_supervisor::api::{Agent, Phase};
 use serde_json::json;
 
 use crate::metrics::sample;
@@ -57,14 +57,33 @@ async fn the_status_lag_counts_a_report_and_a_crash_from_when_they_were_seen() {
     ns.wait_running("lagger-1").await;
     ns.wait_status("lagger", "Running", |s| s.phase == Some(Phase::Running))
         .await;
-    // Its status was last written before this: once an interval has passed, the next change is
-    // written at once (the leading edge), with nothing held before it.
-    let quiet = tokio::time::Instant::now() + Duration::from_secs_f64(INTERVAL + 0.5);
+    // Once its status was last written an interval ago (by the API server's clock, in whole
+    // seconds: a second more), the next change is written at once (the leading edge), with
+    // nothing held before it.
+    let agents = ns.api::<Agent>();
+    support::eventually(
+        Duration::from_secs(30),
+        "the status last written an interval ago",
+        || async {
+            let agent = agents.get("lagger").await.ok()?;
+            let written = agent
+                .metadata
+                .managed_fields
+                .iter()
+                .flatten()
+                .filter(|f| f.subresource.as_deref() == Some("status"))
+                .filter_map(|f| f.time.as_ref())
+                .map(|t| t.0)
+                .max()?;
+            let age = jiff::Timestamp::now().duration_since(written);
+            (age.as_secs_f64() > INTERVAL + 1.0).then_some(())
+        },
+    )
+    .await;
     // Everything written before the agent reports or crashes is left out: the slack covers a
     // loaded machine, the bound is what the histogram must never exceed.
     let slack = 5.0;
     let scrape = || async { lag(&operator.metrics().await, INTERVAL + slack) };
-    tokio::time::sleep_until(quiet).await;
     let before = scrape().await;
 
     // It reports progress on its Lease: written at once, timed from when the Lease watch showed
