@@ -108,6 +108,7 @@ def test_bad_amounts_raise_before_anything_is_sent(
 ) -> None:
     sup = Supervisor.from_env()
     sup.add_spend(cost="0.50", tokens=10)
+    assert sup.flush(5)
     sent = len(apiserver.patches())
     with pytest.raises(ValueError, match=message):
         sup.add_spend(**kwargs)  # type: ignore[arg-type]

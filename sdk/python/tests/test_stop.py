@@ -58,15 +58,15 @@ asyncio.run(main())
 LAST_WORDS = {"progress": 120, "checkpoint": "step-120", "spend": {"cost": "0.40", "tokens": 400}}
 
 
-def terminated(program: str, tmp_path: Path, *args: str) -> tuple[int, str]:
+def terminated(program: str, tmp_path: Path, *args: str, lease: bool = True) -> tuple[int, str]:
     """Runs `program` until it says it is ready, sends it SIGTERM; its exit code and output."""
     path = tmp_path / "agent.py"
     path.write_text(program)
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    if not lease:
+        del env["AGENT_HEARTBEAT_LEASE"]
     with subprocess.Popen(
-        [sys.executable, str(path), *args],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        [sys.executable, str(path), *args], stdout=subprocess.PIPE, text=True, env=env
     ) as process:
         assert process.stdout is not None
         assert process.stdout.readline() == "ready\n"
@@ -81,6 +81,13 @@ def test_sigterm_writes_the_last_words_and_lets_cleanup_run(
 ) -> None:
     code, output = terminated(program, tmp_path, "plain")
     assert code == 143, output  # 128 + SIGTERM, as for a process the signal ended
+    assert "cleanup ran" in output
+    assert json.loads(pod.read_text()) == LAST_WORDS
+
+
+def test_sigterm_writes_the_last_words_without_a_heartbeat_too(pod: Path, tmp_path: Path) -> None:
+    code, output = terminated(SYNC_AGENT, tmp_path, "plain", lease=False)
+    assert code == 143, output
     assert "cleanup ran" in output
     assert json.loads(pod.read_text()) == LAST_WORDS
 

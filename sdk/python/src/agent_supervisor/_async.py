@@ -73,6 +73,8 @@ class AsyncSupervisor(SupervisorBase):
         seconds; a failed renewal is logged, not raised, and tried again."""
         if self._api is None:
             self._noop()
+            if self._identity.termination_log is not None and not self._closed:
+                self._install_sigterm()  # the last words need no heartbeat
             return
         if self._outbox.renew_at is not None or self._stopping:
             return

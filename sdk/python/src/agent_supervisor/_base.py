@@ -186,6 +186,8 @@ class SupervisorBase:
     def _install_sigterm(self) -> None:
         """Handles SIGTERM (`_on_sigterm`), where that is safe: from the main thread, and not
         over a handler that ignores it; one the author installed is chained to."""
+        if self._previous_sigterm is not None:  # installed already
+            return
         if threading.current_thread() is not threading.main_thread():
             return
         previous = signal.getsignal(signal.SIGTERM)

@@ -76,7 +76,8 @@ class Outbox:
         self.failures = 0
         self.waiting_long = False
         self.retry_at = 0.0
-        self.written = max(self.written, carried)
+        # A report made since with the values just written is on the Lease too.
+        self.written = self.recorded if not self.pending else max(self.written, carried)
         if self.renew_at is not None:
             self.renew_at = now + interval
 
