@@ -9,6 +9,7 @@ from pathlib import Path
 import agent_supervisor
 
 SOURCE = Path(__file__).resolve().parents[1] / "src"
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_the_wheel_is_what_is_tested_unless_installed_editable() -> None:
@@ -32,3 +33,14 @@ def test_the_wheel_is_typed_and_complete() -> None:
     assert [r for r in requires if "extra" not in r] == ["lightkube<2,>=1.0.1"]
     assert any(r.startswith("langgraph") and "extra == 'langgraph'" in r for r in requires)
     assert any(r.startswith("langchain-core") and "extra == 'langchain'" in r for r in requires)
+
+
+def test_the_wheel_ships_the_license_it_names() -> None:
+    dist = metadata.distribution("agent-supervisor")
+    assert dist.metadata["License-Expression"] == "Apache-2.0"
+    shipped = [f for f in dist.files or [] if f.name == "LICENSE"]
+    assert shipped, "the wheel has no LICENSE"
+    text = shipped[0].read_text()
+    assert "Apache License" in text
+    assert "Version 2.0, January 2004" in text
+    assert (REPO / "LICENSE").read_text() == text, "the SDK's LICENSE is the repository's"
