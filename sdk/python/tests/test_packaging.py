@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 from importlib import metadata, resources
 from pathlib import Path
+
+import pytest
 
 import agent_supervisor
 
@@ -44,3 +48,19 @@ def test_the_wheel_ships_the_license_it_names() -> None:
     assert "Apache License" in text
     assert "Version 2.0, January 2004" in text
     assert (REPO / "LICENSE").read_text() == text, "the SDK's LICENSE is the repository's"
+
+
+@pytest.mark.parametrize(
+    ("module", "needs", "extra"),
+    [
+        ("agent_supervisor.langgraph", "langgraph.checkpoint.base", "langgraph"),
+        ("agent_supervisor.langchain", "langchain_core.callbacks", "langchain"),
+    ],
+)
+def test_an_adapter_without_its_extra_says_which_to_install(
+    monkeypatch: pytest.MonkeyPatch, module: str, needs: str, extra: str
+) -> None:
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    monkeypatch.setitem(sys.modules, needs, None)  # as if not installed
+    with pytest.raises(ImportError, match=rf"pip install 'agent-supervisor\[{extra}\]'"):
+        importlib.import_module(module)

@@ -18,8 +18,14 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
-from langchain_core.outputs import LLMResult
+try:
+    from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
+    from langchain_core.outputs import LLMResult
+except ImportError as missing:
+    raise ImportError(
+        f"agent_supervisor.langchain needs LangChain ({missing}): "
+        "pip install 'agent-supervisor[langchain]'"
+    ) from missing
 
 from . import _core
 from ._async import AsyncSupervisor

@@ -19,8 +19,14 @@ import logging
 from collections.abc import Callable, Collection
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Checkpoint
+try:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Checkpoint
+except ImportError as missing:
+    raise ImportError(
+        f"agent_supervisor.langgraph needs LangGraph ({missing}): "
+        "pip install 'agent-supervisor[langgraph]'"
+    ) from missing
 
 from . import _core
 from ._async import AsyncSupervisor
