@@ -28,6 +28,8 @@ from agent_supervisor import _core
         (timedelta(hours=2, seconds=3), "2h3s"),
         ("2026-11-22T10:00:00Z", "2026-11-22T10:00:00Z"),
         ("2026-11-22T10:00:00.5+01:00", "2026-11-22T10:00:00.5+01:00"),
+        ("Sun, 22 Nov 2026 10:00:00 GMT", "Sun, 22 Nov 2026 10:00:00 GMT"),
+        ("22 Nov 2026 10:00 +0100", "22 Nov 2026 10:00 +0100"),
         (
             datetime(2026, 11, 22, 11, 0, tzinfo=timezone(timedelta(hours=1))),
             "2026-11-22T10:00:00Z",
@@ -54,6 +56,9 @@ def test_retry_after_is_written_as_the_operator_reads_it(when: object, written: 
         "2026-11-22T25:00:00Z",
         "2026-02-30T10:00:00Z",
         "2026-11-22T10:00:00+24:00",
+        "Mon, 22 Nov 2026 10:00:00 GMT",
+        "Sun, 31 Nov 2026 10:00:00 GMT",
+        "Sun, 22 Nov 2026 10:00:00",
         "9" * 65,
         -1,
         float("nan"),

@@ -4,6 +4,7 @@ operator reads. Nothing here does I/O; every check raises `ValueError` before an
 
 from __future__ import annotations
 
+import email.utils
 import json
 import math
 import re
@@ -43,6 +44,11 @@ SIGTERM_EXIT_CODE = 143
 _DURATION = re.compile(r"^(0|([0-9]{1,6}(\.[0-9]{1,9})?(ns|us|µs|ms|s|m|h))+)$")
 _RFC3339 = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$"
+)
+# RFC 2822 (HTTP's Retry-After date): what the operator also reads (jiff's rfc2822 parser).
+_RFC2822 = re.compile(
+    r"^((Mon|Tue|Wed|Thu|Fri|Sat|Sun), )?\d{1,2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
+    r"\d{4} \d{2}:\d{2}(:\d{2})? ([+-]\d{4}|GMT|UT)$"
 )
 _YEAR = 365 * 24 * 3600
 
@@ -206,9 +212,23 @@ def _rfc3339(text: str) -> str | None:
     return text
 
 
+def _rfc2822(text: str) -> str | None:
+    if not _RFC2822.match(text):
+        return None
+    try:
+        parsed = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    weekday = text[:3] if text[3:4] == "," else None
+    if weekday is not None and parsed.strftime("%a") != weekday:
+        return None  # the operator refuses a weekday that is not the date's
+    return text
+
+
 def check_retry_after(when: object) -> str:
     """When to be restarted, as the operator reads it: a duration (`"15m"`), a number of seconds,
-    a `timedelta`, an RFC 3339 time or a timezone-aware `datetime`."""
+    a `timedelta`, an RFC 3339 time, an RFC 2822 date (HTTP's `Retry-After`) or a timezone-aware
+    `datetime`."""
     if isinstance(when, bool):
         raise ValueError(f"retry after {when!r}: give a duration such as '15m' or a time")
     if isinstance(when, timedelta):
@@ -229,7 +249,7 @@ def check_retry_after(when: object) -> str:
                 return text
             if text.isascii() and text.isdigit() and int(text) <= _YEAR:
                 return text
-            if _rfc3339(text):
+            if _rfc3339(text) or _rfc2822(text):
                 return text
         raise ValueError(
             f"retry after {when!r}: write a duration such as '30s', '15m' or '1h30m', or an "
