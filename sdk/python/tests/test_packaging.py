@@ -36,6 +36,10 @@ def test_the_wheel_is_typed_and_complete() -> None:
     requires = dist.requires or []
     assert [r for r in requires if "extra" not in r] == ["lightkube<2,>=1.0.1"]
     assert any(r.startswith("langgraph") and "extra == 'langgraph'" in r for r in requires)
+    assert any(
+        r.startswith("langgraph-checkpoint-sqlite") and "extra == 'langgraph'" in r
+        for r in requires
+    ), "the README's LangGraph snippet imports langgraph.checkpoint.sqlite"
     assert any(r.startswith("langchain-core") and "extra == 'langchain'" in r for r in requires)
 
 
