@@ -127,11 +127,10 @@ class SupervisorBase:
             return
         if not self._failing:
             lease, namespace = self._identity.lease or "", self._identity.namespace
-            what = (
-                "report not taken, sent again with the next write"
-                if reporting
-                else ("cannot renew the heartbeat")
-            )
+            if reporting:
+                what = "report not taken, sent again with the next write"
+            else:
+                what = "cannot renew the heartbeat"
             log.warning("%s: %s", what, explain(error, lease, namespace))
         self._failing = True
 
