@@ -47,6 +47,7 @@ class FakeApiServer:
         self.leases: dict[tuple[str, str], dict[str, Any]] = {}
         self.requests: list[Request] = []
         self.failures: list[int] = []
+        self.patch_failures: list[int] = []
         self.lock = threading.Lock()
         self.version = 0
         #: Cleared while stalled: requests are held, unanswered, until it is set again.
@@ -97,6 +98,11 @@ class FakeApiServer:
         with self.lock:
             self.failures.extend(codes)
 
+    def fail_next_patches(self, *codes: int) -> None:
+        """Answer the next PATCHes (writes) with these statuses, one each; reads are answered."""
+        with self.lock:
+            self.patch_failures.extend(codes)
+
     def stall(self) -> None:
         """Accept requests and answer none of them (as an API server that hangs) until
         `answer()`."""
@@ -124,6 +130,9 @@ class FakeApiServer:
             self.requests.append(Request(method, namespace, name, parsed, time.monotonic()))
             if self.failures:
                 code = self.failures.pop(0)
+                return code, status(code, "Injected", f"injected {code}")
+            if method == "PATCH" and self.patch_failures:
+                code = self.patch_failures.pop(0)
                 return code, status(code, "Injected", f"injected {code}")
             lease = self.leases.get((namespace, name))
             if lease is None:

@@ -46,7 +46,7 @@ def test_a_failed_first_renewal_never_leaves_the_old_spend_under_the_new_pod(
     pod: Path, apiserver: FakeApiServer, quick: None
 ) -> None:
     last_attempt_left(apiserver)
-    apiserver.fail_next(503, 503, 503, 503)
+    apiserver.fail_next_patches(503, 503, 503, 503)  # the renewals, not the read
     with Supervisor.from_env(renew_every=0.02):
         eventually(lambda: apiserver.lease(NAMESPACE, LEASE)["spec"]["holderIdentity"] == POD)
         assert not held_with_old_spend(apiserver)
@@ -61,7 +61,7 @@ def test_the_async_twin_never_leaves_the_old_spend_either(
     pod: Path, apiserver: FakeApiServer, quick: None
 ) -> None:
     last_attempt_left(apiserver)
-    apiserver.fail_next(503, 503, 503, 503)
+    apiserver.fail_next_patches(503, 503, 503, 503)  # the renewals, not the read
 
     async def agent() -> None:
         async with AsyncSupervisor.from_env(renew_every=0.02) as sup:
