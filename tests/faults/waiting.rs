@@ -124,17 +124,7 @@ async fn a_shutdown_written_by_others_while_a_crash_waits_keeps_the_crash() {
             s.phase == Some(Phase::Shutdown)
         })
         .await;
-    assert_eq!(
-        (status.restart_count, status.attempt),
-        (2, 3),
-        "the second restart happened before the shutdown: {status:?}"
-    );
-    let history: Vec<_> = status
-        .restart_history
-        .iter()
-        .map(|r| (r.attempt, r.exit_code))
-        .collect();
-    assert_eq!(history, [(2, Some(2)), (1, Some(1))]);
+    assert_both_crashes(&status, "the second restart happened before the shutdown");
     let shutdown = status.shutdown.expect("theirs, kept");
     assert_eq!(shutdown.source.as_deref(), Some("economy"));
 }
@@ -183,17 +173,7 @@ async fn a_status_written_by_others_just_before_a_graceful_stop_keeps_both() {
         .expect("add a condition");
     operator.stop().await;
     let status = ns.status("looper").await;
-    assert_eq!(
-        (status.restart_count, status.attempt),
-        (2, 3),
-        "the pending crash written on stopping: {status:?}"
-    );
-    let history: Vec<_> = status
-        .restart_history
-        .iter()
-        .map(|r| (r.attempt, r.exit_code))
-        .collect();
-    assert_eq!(history, [(2, Some(2)), (1, Some(1))]);
+    assert_both_crashes(&status, "the pending crash written on stopping");
     let types: Vec<&str> = status.conditions.iter().map(|c| c.type_.as_str()).collect();
     assert!(types.contains(&"Reviewed"), "theirs, kept: {types:?}");
 }
@@ -300,4 +280,19 @@ async fn an_ended_attempts_lease_report_is_written_before_the_lease_changes_hand
         Some("0.60"),
         "each attempt once: {status:?}"
     );
+}
+
+/// The looper's two crashes (exit codes 1 and 2) both in the record, and its third attempt.
+fn assert_both_crashes(status: &agent_supervisor::api::AgentStatus, why: &str) {
+    assert_eq!(
+        (status.restart_count, status.attempt),
+        (2, 3),
+        "{why}: {status:?}"
+    );
+    let history: Vec<_> = status
+        .restart_history
+        .iter()
+        .map(|r| (r.attempt, r.exit_code))
+        .collect();
+    assert_eq!(history, [(2, Some(2)), (1, Some(1))], "{why}");
 }

@@ -247,11 +247,7 @@ class SupervisorBase:
         message = self._reports.crash_words()
         if not isinstance(error, Exception) or self._stopping or path is None or message is None:
             return
-        try:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(message)
-        except OSError as failure:
-            log.warning("cannot write the spend to %s: %s", path, failure)
+        self._write_log(message)
 
     def _last_words(self, typed: dict[str, Any], code: int) -> NoReturn:
         """Writes the typed termination message and ends the process with `code`."""
