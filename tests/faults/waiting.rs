@@ -10,7 +10,7 @@ use std::time::Duration;
 use agent_supervisor::controller::WatchFaults;
 use agent_supervisor::controller::metrics::Metrics;
 
-use agent_supervisor::api::{Phase, Time, Trigger};
+use agent_supervisor::api::{AgentStatus, Phase, Time, Trigger};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
@@ -105,13 +105,7 @@ async fn crash(ns: &TestNamespace, attempts: std::ops::RangeInclusive<u32>) {
 async fn a_shutdown_written_by_others_while_a_crash_waits_keeps_the_crash() {
     let (ns, _operator) = waiting_operator().await;
     ns.looper().await;
-    crash(&ns, 1..=2).await;
-    let written = ns
-        .wait_status("looper", "the first crash written", |s| {
-            s.restart_count == 1
-        })
-        .await;
-    assert_eq!(written.attempt, 2, "the second crash waits: {written:?}");
+    two_crashes_the_second_waiting(&ns).await;
     // An economy service shuts the agent down while the second crash's record waits.
     let patch = json!({ "status": { "shutdown": {
         "type": "Economic", "reason": "out of money", "source": "economy" } } });
@@ -149,13 +143,7 @@ async fn a_status_written_by_others_just_before_a_graceful_stop_keeps_both() {
     };
     let operator = Operator::start_with_config(Operator::admin_client().await, config);
     ns.looper().await;
-    crash(&ns, 1..=2).await;
-    let written = ns
-        .wait_status("looper", "the first crash written", |s| {
-            s.restart_count == 1
-        })
-        .await;
-    assert_eq!(written.attempt, 2, "the second crash waits: {written:?}");
+    let written = two_crashes_the_second_waiting(&ns).await;
     support::eventually(Duration::from_secs(30), "the second crash held", || {
         let pending = pending.clone();
         async move { (pending.get() == 1).then_some(()) }
@@ -283,7 +271,7 @@ async fn an_ended_attempts_lease_report_is_written_before_the_lease_changes_hand
 }
 
 /// The looper's two crashes (exit codes 1 and 2) both in the record, and its third attempt.
-fn assert_both_crashes(status: &agent_supervisor::api::AgentStatus, why: &str) {
+fn assert_both_crashes(status: &AgentStatus, why: &str) {
     assert_eq!(
         (status.restart_count, status.attempt),
         (2, 3),
@@ -295,4 +283,17 @@ fn assert_both_crashes(status: &agent_supervisor::api::AgentStatus, why: &str) {
         .map(|r| (r.attempt, r.exit_code))
         .collect();
     assert_eq!(history, [(2, Some(2)), (1, Some(1))], "{why}");
+}
+
+/// The looper crashes twice in a row: the first crash is written, the second waits for the
+/// interval. The status as the first crash's write left it.
+async fn two_crashes_the_second_waiting(ns: &TestNamespace) -> AgentStatus {
+    crash(ns, 1..=2).await;
+    let written = ns
+        .wait_status("looper", "the first crash written", |s| {
+            s.restart_count == 1
+        })
+        .await;
+    assert_eq!(written.attempt, 2, "the second crash waits: {written:?}");
+    written
 }
