@@ -5,13 +5,18 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 CARGO ?= cargo
 
-.PHONY: all tools cluster-up cluster-down cluster-env crds demo test bench-scale fmt fmt-check clippy unit integration sdk-test
+.PHONY: all image tools cluster-up cluster-down cluster-env crds demo test bench-scale fmt fmt-check clippy unit integration sdk-test
 
 all: test
 
-## tools: build etcd, the Kubernetes control plane, kubectl, kwok and helm (cached; a no-op when built)
+## tools: build etcd, the Kubernetes control plane, kubectl, kwok, helm and the real node (cached; a no-op when built)
 tools:
 	@hack/tools.sh
+
+## image: the operator's image without a daemon (buildah): target/image/agent-supervisor.tar,
+## localhost/agent-supervisor:dev, loaded into the local control plane's real node (PROFILE=dev: debug build)
+image: tools
+	@hack/image.sh operator
 
 ## cluster-up: start a local control plane; KUBECONFIG is target/cluster/kubeconfig
 cluster-up: tools

@@ -151,7 +151,7 @@ control_plane() {
   else
     cluster="$REPO_ROOT/target/bench-cluster"
     log "$name: a control plane of its own ($nodes kwok nodes)"
-    KWOK_NODES=$nodes AUDIT_LOG_MAXBACKUP=50 hack/cluster.sh up --dir "$cluster" --owner-pid $$
+    REAL_NODE=0 KWOK_NODES=$nodes AUDIT_LOG_MAXBACKUP=50 hack/cluster.sh up --dir "$cluster" --owner-pid $$
     export KUBECONFIG="$cluster/kubeconfig"
   fi
   audit_dir="$(dirname "$KUBECONFIG")/logs"

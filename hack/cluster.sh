@@ -11,7 +11,9 @@
 # KWOK_NODES fake nodes (default 2) take up to 1000 pods each; AUDIT_LOG_MAXBACKUP rotated audit
 # logs of 200 MB are kept (default 1); APISERVER_PROFILING=true serves the API server's
 # /debug/pprof (for `go tool pprof` during a benchmark); KWOK_POD_PARALLELISM sets how many pod
-# stages kwok plays at once (its podPlayStageParallelism, default 4).
+# stages kwok plays at once (its podPlayStageParallelism, default 4). Beside the kwok nodes runs
+# one real node, `real-node` (hack/node.sh: a kubelet on containerd), tainted
+# supervisor.dev/node=real:NoSchedule; REAL_NODE=0 leaves it out.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -20,6 +22,7 @@ shift || true
 DIR="$REPO_ROOT/target/cluster"
 OWNER_PID=""
 NODES="${KWOK_NODES:-2}"
+REAL_NODE="${REAL_NODE:-1}"
 [[ "${KWOK_POD_PARALLELISM:-1}" =~ ^[1-9][0-9]*$ ]] ||
   die "KWOK_POD_PARALLELISM is a positive whole number, not '$KWOK_POD_PARALLELISM'"
 while [[ $# -gt 0 ]]; do
@@ -47,7 +50,7 @@ running() { [[ -f "$DIR/$1.pid" ]] && is_ours "$(cat "$DIR/$1.pid")" "$(program 
 all_running() {
   local c
   for c in "${COMPONENTS[@]}"; do running "$c" || return 1; done
-  [[ -f "$KUBECONFIG_FILE" ]]
+  [[ "$REAL_NODE" == 0 || -f "$DIR/node/kubelet.pid" ]] && [[ -f "$KUBECONFIG_FILE" ]]
 }
 
 # start NAME COMMAND...: run in the background with its own log and pid file; returns once the
@@ -197,7 +200,9 @@ AUDIT
   start kube-apiserver kube-apiserver --etcd-servers="http://127.0.0.1:$etcd_port" \
     --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$api_port" \
     --cert-dir="$DIR/apiserver" --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
-    --client-ca-file="$PKI/ca.crt" --authorization-mode=RBAC \
+    --client-ca-file="$PKI/ca.crt" --authorization-mode=Node,RBAC \
+    --kubelet-client-certificate="$PKI/admin.crt" --kubelet-client-key="$PKI/admin.key" \
+    --kubelet-preferred-address-types=InternalIP \
     --service-cluster-ip-range=10.96.0.0/16 --endpoint-reconciler-type=none \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
@@ -248,6 +253,10 @@ AUDIT
   running kube-scheduler || fail_with_log kube-scheduler "exited during startup"
   # The ServiceAccount controller has run once the default namespace has its account.
   wait_for kube-controller-manager 60 kubectl --kubeconfig="$KUBECONFIG_FILE" -n default get serviceaccount default
+  if [[ "$REAL_NODE" != 0 ]]; then
+    log "starting the real node"
+    "$REPO_ROOT/hack/node.sh" up --dir "$DIR" --api-port "$api_port"
+  fi
 
   trap - ERR
   log "cluster up in $((SECONDS - t0))s; KUBECONFIG=$KUBECONFIG_FILE"
@@ -264,6 +273,7 @@ stop_all() {
   local c pid i
   # Reverse start order: clients first, etcd last. An operator started against this cluster
   # (by the demo) leaves its pid file here too.
+  [[ -d "$DIR/node" ]] && "$REPO_ROOT/hack/node.sh" down --dir "$DIR"
   local order=(operator)
   for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do order+=("${COMPONENTS[$i]}"); done
   for c in "${order[@]}"; do

@@ -21,6 +21,11 @@ KWOK_BIN="$(tool_dir kwok "$KWOK_VERSION")/bin"
 HELM_BIN="$(tool_dir helm "$HELM_VERSION")/bin"
 PROMETHEUS_BIN="$(tool_dir prometheus "$PROMETHEUS_VERSION")/bin"
 KWOK_STAGES="$(tool_dir kwok "$KWOK_VERSION")/stages"
+# The real node's kubelet: the same Kubernetes version, a module of their own
+# (tools/node) so that adding it never rebuilds the control plane.
+NODE_BIN="$(tool_dir node "$KUBERNETES_VERSION")/bin"
+# The real node's images (hack/image.sh node-images), imported into its containerd at start.
+IMAGES_DIR="$CACHE_DIR/images"
 TOOLS_PATH="$KUBERNETES_BIN:$ETCD_BIN:$KWOK_BIN:$HELM_BIN:$PROMETHEUS_BIN"
 
 # A loopback port free right now.

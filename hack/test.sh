@@ -11,6 +11,8 @@ export PATH="$TOOLS_PATH:$PATH"
 # Headless Chromium renders the status page in its test.
 hack/chromium.sh
 hack/sdk.sh
+# The release workflow lints and the chart packages (docs/releasing.md).
+hack/release-check.sh
 
 if [[ -z "${TEST_KUBECONFIG:-}" ]]; then
   dir="$REPO_ROOT/target/test-cluster"
@@ -20,6 +22,8 @@ if [[ -z "${TEST_KUBECONFIG:-}" ]]; then
   export TEST_KUBECONFIG="$dir/kubeconfig"
 fi
 export KUBECONFIG="$TEST_KUBECONFIG"
+# The operator's image, for the real node's tests (the test binary loads it into the node).
+PROFILE=dev hack/image.sh operator
 log "testing against $(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
 # The benchmarks, once each, as a smoke test (their figures come from `cargo bench`).
 cargo test --locked --benches

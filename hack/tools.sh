@@ -106,4 +106,10 @@ build prometheus "$PROMETHEUS_VERSION" "$PROMETHEUS_BIN" \
 build kubernetes "$KUBERNETES_VERSION" "$KUBERNETES_BIN" "$(k8s_ldflags)" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
   k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+if [[ "${REAL_NODE:-1}" != 0 ]]; then
+  build node "$KUBERNETES_VERSION" "$NODE_BIN" "$(k8s_ldflags)" \
+    k8s.io/kubernetes/cmd/kubelet
+  "$REPO_ROOT/hack/node-packages.sh"
+  "$REPO_ROOT/hack/image.sh" node-images
+fi
 log "tools ready in $((SECONDS - start))s under $CACHE_DIR/tools"

@@ -236,7 +236,7 @@ fn a_second_make_tools_builds_nothing() {
         .expect("run hack/tools.sh");
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "hack/tools.sh failed:\n{log}");
-    let tools = ["etcd", "kwok", "helm", "prometheus", "kubernetes"];
+    let tools = ["etcd", "kwok", "helm", "prometheus", "kubernetes", "node"];
     for tool in tools {
         assert!(
             log.contains(&format!("==> {tool} v")) && !log.contains(&format!("{tool}: ")),
@@ -249,6 +249,10 @@ fn a_second_make_tools_builds_nothing() {
         "every tool comes from the cache:\n{log}"
     );
     assert!(!log.contains("building"), "nothing is rebuilt:\n{log}");
+    assert!(
+        log.contains("real node packages: installed") && !log.contains("built ("),
+        "the real node's packages and images are in place, no image rebuilt:\n{log}"
+    );
 }
 
 #[test]
@@ -277,8 +281,42 @@ fn a_cluster_comes_up_again_after_it_was_taken_down() {
             .expect("run kubectl");
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
+    // What of its real node is left on this machine: processes, mounts, cgroups, iptables
+    // rules, interfaces (`hack/node.sh left`).
+    let left = || {
+        let out = std::process::Command::new(root.join("hack/node.sh"))
+            .args(["left", "--dir"])
+            .arg(&dir)
+            .output()
+            .expect("run hack/node.sh left");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let real_node = || {
+        let out = support::tool("kubectl")
+            .env("KUBECONFIG", dir.join("kubeconfig"))
+            .args([
+                "get",
+                "node",
+                "real-node",
+                "-o=jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+            ])
+            .output()
+            .expect("run kubectl");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
     cluster(&["up"]);
     assert_eq!(ready(), "ok");
+    assert_eq!(real_node(), "True", "the real node is Ready");
+    assert!(
+        left().contains("process: kubelet"),
+        "left sees a running node: {}",
+        left()
+    );
     assert!(
         cluster(&["up"]).contains("already up"),
         "a second up is a no-op"
@@ -288,8 +326,10 @@ fn a_cluster_comes_up_again_after_it_was_taken_down() {
         !dir.join("kubeconfig").exists(),
         "down removes the cluster's data"
     );
+    assert_eq!(left(), "", "down leaves nothing of the real node behind");
     cluster(&["up"]);
     assert_eq!(ready(), "ok");
     cluster(&["down"]);
+    assert_eq!(left(), "", "down leaves nothing of the real node behind");
     let _ = std::fs::remove_dir_all(&dir);
 }
