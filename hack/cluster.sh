@@ -43,7 +43,13 @@ export PATH="$TOOLS_PATH:$PATH"
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 
 # The program behind each pid file.
-program() { [[ "$1" == operator ]] && echo agent-supervisor || echo "$1"; }
+program() {
+  case $1 in
+    operator) echo agent-supervisor ;;
+    port-forward) echo kubectl ;;
+    *) echo "$1" ;;
+  esac
+}
 
 running() { [[ -f "$DIR/$1.pid" ]] && is_ours "$(cat "$DIR/$1.pid")" "$(program "$1")"; }
 
@@ -272,9 +278,9 @@ nodes_ready() {
 stop_all() {
   local c pid i
   # Reverse start order: clients first, etcd last. An operator started against this cluster
-  # (by the demo) leaves its pid file here too.
+  # (by the demo), or the demo's port-forward to the operator's pod, leaves its pid file here too.
   [[ -d "$DIR/node" ]] && "$REPO_ROOT/hack/node.sh" down --dir "$DIR"
-  local order=(operator)
+  local order=(port-forward operator)
   for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do order+=("${COMPONENTS[$i]}"); done
   for c in "${order[@]}"; do
     [[ -f "$DIR/$c.pid" ]] || continue

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The demonstration: a local control plane with fake nodes, the operator running from source,
-# and the examples — agents that crash, back off, trip the breaker, shut down, run out of budget
-# and recover, and a LangGraph agent (examples/langgraph-agent) run for real beside its pods by
-# hack/podrun.py.
+# The demonstration: a local control plane with fake nodes and a real one, the operator
+# installed by its chart from its own image on the real node, and the examples — agents that
+# crash, back off, trip the breaker, shut down, run out of budget and recover, and a LangGraph
+# agent (examples/langgraph-agent) in a real container that crashes and resumes at its node.
+# With REAL_NODE=0 (no real node) the operator runs from source as a process and the LangGraph
+# agent's program runs beside its pods (hack/podrun.py).
 #
 #   hack/demo.sh          show it, then tear everything down
 #   KEEP=1 hack/demo.sh   leave the cluster and the operator running
@@ -42,18 +44,39 @@ if [[ -f "$dir/operator.pid" ]]; then
   stop_ours "$(cat "$dir/operator.pid")" agent-supervisor # the operator of an earlier KEEP=1 demo
   rm -f "$dir/operator.pid"
 fi
+real_node=0
+kubectl get node real-node >/dev/null 2>&1 && real_node=1
 port=$(free_port)
 status_port=$(free_port)
-log "starting the operator (watching namespace $ns; log: $dir/logs/operator.log)"
-target/debug/agent-supervisor --namespaces="$ns" --leader-elect=false --metrics-addr="127.0.0.1:$port" \
-  --status-addr="127.0.0.1:$status_port" \
-  >"$dir/logs/operator.log" 2>&1 &
-operator=$!
-echo "$operator" >"$dir/operator.pid"
+if ((real_node)); then
+  # As a user would: the image, then the chart, on the real node; /metrics and the status page
+  # reached through kubectl port-forward.
+  PROFILE=dev hack/image.sh operator
+  helm uninstall agent-supervisor -n agent-supervisor >/dev/null 2>&1 || true
+  kubectl create namespace agent-supervisor --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  kubectl label namespace agent-supervisor --overwrite pod-security.kubernetes.io/enforce=restricted >/dev/null
+  echo
+  echo "\$ helm install agent-supervisor charts/agent-supervisor -n agent-supervisor --set image.repository=localhost/agent-supervisor,image.tag=dev ..."
+  helm install agent-supervisor charts/agent-supervisor -n agent-supervisor --skip-crds --wait --timeout 120s \
+    --set image.repository=localhost/agent-supervisor --set image.tag=dev --set image.pullPolicy=Never \
+    --set-string 'nodeSelector.supervisor\.dev/node=real' --set 'tolerations[0].key=supervisor.dev/node' \
+    --set 'tolerations[0].operator=Exists' --set "watchNamespaces={$ns}" >/dev/null
+  kubectl get deployment,pods -n agent-supervisor -o wide
+  kubectl port-forward -n agent-supervisor deployment/agent-supervisor "$port:8080" "$status_port:8081" \
+    >"$dir/logs/port-forward.log" 2>&1 &
+  echo "$!" >"$dir/port-forward.pid"
+else
+  log "starting the operator (watching namespace $ns; log: $dir/logs/operator.log)"
+  target/debug/agent-supervisor --namespaces="$ns" --leader-elect=false --metrics-addr="127.0.0.1:$port" \
+    --status-addr="127.0.0.1:$status_port" \
+    >"$dir/logs/operator.log" 2>&1 &
+  operator=$!
+  echo "$operator" >"$dir/operator.pid"
+fi
 until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do
   # (Our own child, so its pid is still its own; not `is_ours`, which is false until the child
   # has exec'd the operator and so failed a demo whose first check came before that.)
-  kill -0 "$operator" 2>/dev/null || { tail -20 "$dir/logs/operator.log"; die "the operator exited"; }
+  ((real_node)) || kill -0 "$operator" 2>/dev/null || { tail -20 "$dir/logs/operator.log"; die "the operator exited"; }
   sleep 0.5
 done
 
@@ -79,8 +102,28 @@ spec:
 PV
 
 echo
-echo "\$ kubectl apply -n $ns -f examples/ -f examples/langgraph-agent/agent.yaml"
-kubectl apply -n "$ns" -f examples/ -f examples/langgraph-agent/agent.yaml
+if ((real_node)); then
+  # The LangGraph agent in a real container on the real node: the example as it is, with the
+  # local image (Python, the SDK, the example's program) and the real node's selector.
+  mkdir -p /tmp/agent-supervisor-demo-langgraph
+  rm -f /tmp/agent-supervisor-demo-langgraph/*
+  chmod 0777 /tmp/agent-supervisor-demo-langgraph
+  echo "\$ kubectl apply -n $ns -f examples/   # and examples/langgraph-agent/agent.yaml on the real node"
+  kubectl apply -n "$ns" -f examples/
+  kubectl patch --local -f examples/langgraph-agent/agent.yaml --type=json -o yaml -p '[
+    {"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": "localhost/agent-python:dev"},
+    {"op": "add", "path": "/spec/template/spec/containers/0/imagePullPolicy", "value": "Never"},
+    {"op": "add", "path": "/spec/template/spec/containers/0/command",
+     "value": ["python3", "/examples/langgraph-agent/agent.py"]},
+    {"op": "add", "path": "/spec/template/spec/containers/0/env/-", "value": {"name": "NODE_SECONDS", "value": "2"}},
+    {"op": "add", "path": "/spec/template/spec/nodeSelector", "value": {"supervisor.dev/node": "real"}},
+    {"op": "add", "path": "/spec/template/spec/tolerations",
+     "value": [{"key": "supervisor.dev/node", "operator": "Exists"}]}]' |
+    kubectl apply -n "$ns" -f -
+else
+  echo "\$ kubectl apply -n $ns -f examples/ -f examples/langgraph-agent/agent.yaml"
+  kubectl apply -n "$ns" -f examples/ -f examples/langgraph-agent/agent.yaml
+fi
 
 # Under kwok nothing runs in a pod: play the checkpointing agent's script. Its first pod reports
 # steps 10, 30 and 50 on its Lease and crashes at 50; the next resumes from step 50.
@@ -124,6 +167,16 @@ player=$!
 graph_db="$dir/langgraph-checkpoints.sqlite"
 rm -f "$graph_db"
 run_attempt() { # run_attempt POD: the agent's lines of its output
+  if ((real_node)); then
+    # A real container: wait for it to end, then read its log from the kubelet.
+    until [[ "$(kubectl get pod "$1" -n "$ns" -o jsonpath='{.status.phase}' 2>/dev/null)" =~ ^(Succeeded|Failed)$ ]]; do
+      sleep 1
+    done
+    echo "[pod $1: a real container on real-node, $(kubectl get pod "$1" -n "$ns" \
+      -o jsonpath='{.status.containerStatuses[0].state.terminated.reason} (exit code {.status.containerStatuses[0].state.terminated.exitCode})')]"
+    kubectl logs "$1" -n "$ns" | grep -E 'langgraph-agent: |^RuntimeError' | sed -e 's/^[0-9-]* [0-9:,]* //' || true
+    return 0
+  fi
   "$py" hack/podrun.py --namespace "$ns" --pod "$1" -- \
     env CHECKPOINT_DB="$graph_db" NODE_SECONDS=2 "$py" examples/langgraph-agent/agent.py \
     >"$dir/logs/$1.log" 2>&1 &
@@ -194,12 +247,18 @@ kubectl get pod summarizer-2 -n "$ns" -o jsonpath='{range .spec.containers[0].en
 # The LangGraph agent is done well within the watch; a process still running is stopped.
 for _ in $(seq 60); do kill -0 "$graph_player" 2>/dev/null || break; sleep 1; done
 if kill -0 "$graph_player" 2>/dev/null; then
-  stop_ours "$(cat "$dir/podrun.pid")" "$(basename "$py")"
+  [[ -f "$dir/podrun.pid" ]] && stop_ours "$(cat "$dir/podrun.pid")" "$(basename "$py")"
+  kill "$graph_player" 2>/dev/null || true
   wait "$graph_player" || true
 fi
 echo
-echo "--- The LangGraph agent: examples/langgraph-agent/agent.py, run as each pod's process by"
-echo "--- hack/podrun.py. Its first attempt crashes in the node research; the second resumes there."
+if ((real_node)); then
+  echo "--- The LangGraph agent: examples/langgraph-agent/agent.py in real containers on the real node."
+else
+  echo "--- The LangGraph agent: examples/langgraph-agent/agent.py, run as each pod's process by"
+  echo "--- hack/podrun.py."
+fi
+echo "--- Its first attempt crashes in the node research; the second resumes there."
 cat "$dir/logs/langgraph-demo.txt"
 plugin why langgraph-agent
 

@@ -5,7 +5,10 @@
 #
 #   hack/image.sh node-images        the real node's images, into the cache (a no-op when built):
 #                                    localhost/pause:dev (Kubernetes' pause.c, static) and
-#                                    localhost/agent-shell:dev (Debian's static busybox)
+#                                    localhost/agent-shell:dev (Debian's static busybox) and
+#                                    localhost/agent-python:dev (Debian's Python 3.11, the SDK's
+#                                    wheel with its LangGraph extra at the SDK's pins, and the
+#                                    examples' programs under /examples)
 #   hack/image.sh operator           target/image/agent-supervisor.tar, localhost/agent-supervisor:dev:
 #                                    the operator's binary (PROFILE=release, or dev) and the Debian
 #                                    libraries it links, non-root 65532, no shell; loaded into the
@@ -74,6 +77,45 @@ node_images() {
     echo "$key" >"$IMAGES_DIR/agent-shell.stamp"
     log "image localhost/agent-shell:dev built ($IMAGES_DIR/agent-shell.tar)"
   fi
+  agent_python "$work"
+}
+
+# agent_python WORK: Debian bookworm's essential packages and python3 (mmdebstrap, from Debian's
+# mirror like apt; the packages it took are listed in the image's /usr/share/agent-image.txt),
+# the SDK's wheel and what its LangGraph extra needs at the SDK's pins, and the examples.
+agent_python() {
+  local work=$1 key root="$1/python" py wheel
+  key=$(stamp_of "$0" "$REPO_ROOT/sdk/python/pyproject.toml" "$REPO_ROOT/sdk/python/requirements-dev.txt" \
+    <(cd "$REPO_ROOT" && find sdk/python/src examples/python-agent examples/langgraph-agent -type f \
+      -name '*.py' | sort | xargs cat))
+  [[ "$(cat "$IMAGES_DIR/agent-python.stamp" 2>/dev/null)" == "$key" ]] && return 0
+  log "image localhost/agent-python:dev: building (Debian's python3 by mmdebstrap, the SDK's wheel)"
+  command -v mmdebstrap >/dev/null || die "mmdebstrap not found: run 'make tools'"
+  # No documentation, manuals or translations: an agent's image needs none of them.
+  mmdebstrap --quiet --mode=root --variant=essential --include=python3,ca-certificates \
+    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+    --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
+    bookworm "$root" "deb http://deb.debian.org/debian bookworm main" \
+    "deb http://deb.debian.org/debian-security bookworm-security main" ||
+    die "mmdebstrap could not make the Python image's root filesystem"
+  chroot "$root" dpkg-query -W -f '${Package} ${Version}\n' >"$root/usr/share/agent-image.txt"
+  py="$(sdk_venv)"
+  "$py" -m build --wheel --no-isolation --outdir "$work/dist" "$REPO_ROOT/sdk/python" >"$work/build.log" 2>&1 ||
+    { cat "$work/build.log" >&2; die "the SDK's wheel did not build"; }
+  wheel=("$work"/dist/agent_supervisor-*.whl)
+  # The venv's Python is 3.11, as Debian's is: the same wheels fit.
+  "$py" -m pip --disable-pip-version-check --no-input --quiet install --no-compile \
+    --target "$root/usr/local/lib/python3.11/dist-packages" \
+    --constraint "$REPO_ROOT/sdk/python/requirements-dev.txt" \
+    "${wheel[0]}[langgraph]" langgraph-checkpoint-sqlite ||
+    die "installing the SDK into the Python image failed"
+  mkdir -p "$root/examples"
+  cp -r "$REPO_ROOT/examples/python-agent" "$REPO_ROOT/examples/langgraph-agent" "$root/examples/"
+  assemble localhost/agent-python:dev "$root" "$IMAGES_DIR/agent-python.tar" \
+    --cmd '["python3"]' --env PYTHONUNBUFFERED=1 --env PYTHONDONTWRITEBYTECODE=1 \
+    --user 65532:65532
+  echo "$key" >"$IMAGES_DIR/agent-python.stamp"
+  log "image localhost/agent-python:dev built ($IMAGES_DIR/agent-python.tar, $(du -h "$IMAGES_DIR/agent-python.tar" | cut -f1))"
 }
 
 # load DIR FILE: into cluster DIR's real node, if it runs one.
@@ -103,6 +145,10 @@ operator() {
     mkdir -p "$work/root$(dirname "$lib")"
     cp -L "$lib" "$work/root$lib"
   done
+  # The user 65532 by name, as distroless's nonroot image (the Dockerfile's base) has it.
+  mkdir -p "$work/root/etc"
+  printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$work/root/etc/passwd"
+  printf 'root:x:0:\nnonroot:x:65532:\n' >"$work/root/etc/group"
   # The loader's path inside the image is the one the binary asks for (/lib64 on amd64).
   assemble localhost/agent-supervisor:dev "$work/root" "$out" \
     --entrypoint '["/usr/local/bin/agent-supervisor"]' --user 65532:65532 --port 8080

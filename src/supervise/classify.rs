@@ -64,10 +64,12 @@ pub fn classify(
 ) -> Verdict {
     if let Some(ending) = ended(pod) {
         // A disrupted pod may still be live for a moment before its disruptor deletes it; the
-        // replacement must not join it.
+        // replacement must not join it. One whose containers have all ended runs nothing: it is
+        // left for its log (should its phase still say Running when the replacement is due, the
+        // restart deletes it then, so the two are never live together).
         return Verdict::Ended {
             ending,
-            kill: pod.is_live(),
+            kill: pod.needs_kill(),
         };
     }
     match pod.phase {

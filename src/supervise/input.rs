@@ -187,4 +187,21 @@ impl PodFacts {
     pub fn is_finished(&self) -> bool {
         matches!(self.phase, PodPhase::Succeeded | PodPhase::Failed)
     }
+
+    /// Live and with something still running or about to: a pod whose attempt has ended is
+    /// deleted only then (a real kubelet reports its containers terminated a moment before it
+    /// sets the pod's terminal phase; such a pod is left for its log).
+    pub fn needs_kill(&self) -> bool {
+        self.is_live() && !self.all_terminated()
+    }
+
+    /// Every container has terminated: nothing runs in the pod any more, even while its phase
+    /// (which a real kubelet sets a moment later) still says Running.
+    pub fn all_terminated(&self) -> bool {
+        !self.containers.is_empty()
+            && self
+                .containers
+                .iter()
+                .all(|c| matches!(c.state, ContainerPhase::Terminated(_)))
+    }
 }

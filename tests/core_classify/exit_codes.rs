@@ -219,6 +219,35 @@ fn the_attempt_ends_when_the_agent_container_ends_though_sidecars_run_on() {
 }
 
 #[test]
+fn a_pod_whose_containers_all_ended_is_not_killed_while_its_phase_catches_up() {
+    // A real kubelet reports the container terminated a moment before the pod's terminal phase
+    // (seen on the real node: about a second). Nothing runs any more: deleting it now would only
+    // lose its log, which `kubectl logs` of the previous attempt is for.
+    let exited = |code| ContainerPhase::Terminated(termination(code, Some("Error"), Some("boom")));
+    let pod = PodFacts {
+        containers: vec![container("agent", exited(3))],
+        ..base_pod(PodPhase::Running)
+    };
+    let (ending, kill) = classify_ended(&pod);
+    assert_eq!(ending.exit_code, Some(3));
+    assert!(!kill, "every container has ended: nothing to kill");
+    let pod = PodFacts {
+        containers: vec![container("agent", exited(3)), container("logs", exited(0))],
+        ..base_pod(PodPhase::Running)
+    };
+    assert!(!classify_ended(&pod).1, "both containers have ended");
+    // One still waiting to start (no status yet, or restarting) may yet run: killed.
+    let pod = PodFacts {
+        containers: vec![
+            container("agent", exited(3)),
+            container("logs", waiting("ContainerCreating", None)),
+        ],
+        ..base_pod(PodPhase::Running)
+    };
+    assert!(classify_ended(&pod).1, "a container may still start");
+}
+
+#[test]
 fn a_failed_pod_without_container_information_is_unknown() {
     let pod = PodFacts {
         message: Some("Pod was rejected: node had a problem".to_string()),

@@ -10,3 +10,4 @@ mod monitor;
 
 mod agents;
 mod install;
+mod sdk;

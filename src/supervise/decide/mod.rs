@@ -166,7 +166,7 @@ impl<'a> Decider<'a> {
         if matches!(
             self.s.phase,
             Some(Phase::BackingOff | Phase::CircuitOpen | Phase::Stopped)
-        ) && let Some(live) = pod.filter(|p| p.is_live())
+        ) && let Some(live) = pod.filter(|p| p.needs_kill())
         {
             // A kill recorded earlier and not carried out (the delete failed, or the operator
             // stopped between the status write and the delete): carry it out now.
