@@ -170,7 +170,10 @@ async fn sdk_agents_in_real_containers_report_on_their_lease_and_resume_a_langgr
     let first = log_of(&ns, "langgraph-agent-1").await;
     let second = log_of(&ns, "langgraph-agent-2").await;
     assert!(first.contains("node plan: running"), "{first}");
-    assert!(first.contains("RuntimeError: research: the search tool timed out"), "{first}");
+    assert!(
+        first.contains("RuntimeError: research: the search tool timed out"),
+        "{first}"
+    );
     assert!(
         second.contains(&format!("from checkpoint {resumed}, at node research")),
         "{second}"
