@@ -3,8 +3,9 @@
 # virtualenv of the pinned sdk/python/requirements-dev.txt, and runs pytest against the installed
 # wheel (not the source tree), so packaging is proven too.
 #
-#   hack/sdk.sh           ruff (the SDK, hack/podrun.py and the example agents' programs) and
-#                         the unit tests (tests/test_examples.py runs those programs)
+#   hack/sdk.sh           ruff (the SDK, hack/podrun.py and the example agents' programs), mypy
+#                         --strict (the SDK) and the unit tests (tests/test_examples.py runs
+#                         those programs)
 #   hack/sdk.sh cluster   the tests against a real API server (sdk/python/tests/cluster): each
 #                         runs the operator binary and the SDK's agents, as pods' processes
 #                         (hack/podrun.py). Needs TEST_KUBECONFIG (a cluster with fake nodes, as
@@ -59,6 +60,8 @@ if [[ "$mode" == unit ]]; then
   others=("$REPO_ROOT/hack/podrun.py" "$REPO_ROOT"/examples/*/*.py)
   "$py" -m ruff check --no-cache . "${others[@]}"
   "$py" -m ruff format --check --no-cache . "${others[@]}"
+  log "mypy --strict"
+  "$py" -m mypy --strict --no-incremental src/agent_supervisor
   log "pytest"
   "$py" -m pytest -p no:cacheprovider -q
 else

@@ -119,6 +119,7 @@ fn heartbeat(timeout: u64, grace: Option<u64>) -> Heartbeat {
 
 fn lease(holder: Option<&str>, renewed: Option<Timestamp>) -> LeaseFacts {
     LeaseFacts {
+        expect_slow_until: None,
         holder: holder.map(str::to_string),
         renew_time: renewed,
         reported: Default::default(),

@@ -29,6 +29,7 @@ fn input(status: AgentStatus, pod: Option<PodFacts>, lease: Option<LeaseFacts>) 
 
 pub fn steady_running() -> Input {
     let lease = LeaseFacts {
+        expect_slow_until: None,
         holder: Some(pod_name(AGENT, ATTEMPT)),
         renew_time: Some(ago(7)),
         reported: Default::default(),
@@ -74,6 +75,7 @@ pub fn half_open_probe_fails() -> Input {
 
 pub fn heartbeat_lost() -> Input {
     let lease = LeaseFacts {
+        expect_slow_until: None,
         holder: Some(pod_name(AGENT, ATTEMPT)),
         renew_time: Some(ago(300)),
         reported: Default::default(),

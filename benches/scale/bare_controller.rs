@@ -25,9 +25,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_supervisor::api::{AGENT_LABEL, ATTEMPT_LABEL, Agent, FailureReason, Trigger};
+use agent_supervisor::api::{
+    AGENT_LABEL, ATTEMPT_LABEL, Agent, FailureClass, FailureReason, Trigger,
+};
 use agent_supervisor::controller::manifests;
-use agent_supervisor::supervise::{NewPod, PodOrigin};
+use agent_supervisor::supervise::{LastFailure, NewPod, PodOrigin};
 use anyhow::Context as _;
 use clap::Parser;
 use futures::{StreamExt, TryStreamExt};
@@ -284,6 +286,13 @@ fn operator_pod(agent: &Agent, attempt: u32) -> Pod {
         attempt,
         restart_count: attempt - 1,
         last_failure_reason: restart.then_some(FailureReason::Error),
+        last_failure: restart.then(|| LastFailure {
+            attempt: Some(attempt - 1),
+            reason: FailureReason::Error,
+            class: FailureClass::Transient,
+            exit_code: Some(1),
+            message: None,
+        }),
         progress: None,
         origin: PodOrigin {
             trigger: restart.then_some(Trigger::Failure),

@@ -63,6 +63,9 @@ pub const PROGRESS_ANNOTATION: &str = "supervisor.dev/progress";
 /// On the heartbeat Lease, written by the agent: a reference to state it can resume from (at
 /// most 1 KiB).
 pub const CHECKPOINT_ANNOTATION: &str = "supervisor.dev/checkpoint";
+/// On the heartbeat Lease, written by the agent: an RFC 3339 time it says a step will be slow
+/// until (no progress expected before then; at most the policy's `progress.maxExtension`).
+pub const EXPECT_SLOW_ANNOTATION: &str = "supervisor.dev/expect-slow-until";
 /// `kubectl annotate agent X supervisor.dev/restart-requested-at=<new value>`: restart once now.
 pub const RESTART_REQUESTED_ANNOTATION: &str = "supervisor.dev/restart-requested-at";
 /// `kubectl annotate agent X supervisor.dev/reset-requested-at=<new value>`: close the breaker,

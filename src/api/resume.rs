@@ -54,6 +54,20 @@ pub struct ProgressPolicy {
     /// and crashes without getting anywhere keeps backing off. Default false.
     #[serde(default)]
     pub required_for_reset: bool,
+
+    /// How far past the start of its stall clock (its last progress, or the end of its grace
+    /// period) an agent that said a step will be slow (`supervisor.dev/expect-slow-until` on its
+    /// Lease: the SDK's `expect_slow`) may go before `stallTimeout` judges it stuck. Must be
+    /// longer than 0s. Default 6h.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_extension: Option<Duration>,
+}
+
+impl ProgressPolicy {
+    /// `maxExtension`, or its default of 6h.
+    pub fn max_extension(&self) -> Duration {
+        self.max_extension.unwrap_or(Duration::from_secs(6 * 3600))
+    }
 }
 
 fn progress_rules(schema: &mut schemars::Schema) {
@@ -62,6 +76,12 @@ fn progress_rules(schema: &mut schemars::Schema) {
         "stallTimeout",
         "has(self.stallTimeout)",
         "stallTimeout must be longer than 0s",
+    );
+    positive_when(
+        schema,
+        "maxExtension",
+        "has(self.maxExtension)",
+        "maxExtension must be longer than 0s",
     );
 }
 

@@ -7,8 +7,8 @@ use kube::ResourceExt;
 
 use crate::api::{
     ATTEMPT_LABEL, Agent, AgentGroup, AgentGroupStatus, AgentStatus, CHECKPOINT_ANNOTATION,
-    HANDLED_RESET_ANNOTATION, HANDLED_RESTART_ANNOTATION, PROGRESS_ANNOTATION, SPEND_ANNOTATION,
-    TEMPLATE_HASH_ANNOTATION, TRIGGER_ANNOTATION, Trigger,
+    EXPECT_SLOW_ANNOTATION, HANDLED_RESET_ANNOTATION, HANDLED_RESTART_ANNOTATION,
+    PROGRESS_ANNOTATION, SPEND_ANNOTATION, TEMPLATE_HASH_ANNOTATION, TRIGGER_ANNOTATION, Trigger,
 };
 use crate::supervise::group::{AgentView, ChildView};
 use crate::supervise::input::{
@@ -133,6 +133,11 @@ pub fn lease_facts(lease: &Lease) -> LeaseFacts {
             checkpoint: lease.annotations().get(CHECKPOINT_ANNOTATION).cloned(),
             spend: lease.annotations().get(SPEND_ANNOTATION).cloned(),
         },
+        // A time that does not parse is no promise: the stall clock runs as if it were absent.
+        expect_slow_until: lease
+            .annotations()
+            .get(EXPECT_SLOW_ANNOTATION)
+            .and_then(|t| t.trim().parse::<jiff::Timestamp>().ok()),
     }
 }
 

@@ -163,6 +163,13 @@ fn agent_env(agent: &Agent, new: &NewPod) -> Vec<EnvVar> {
                 .map(|r| r.to_string())
                 .unwrap_or_default(),
         ),
+        var(
+            "AGENT_LAST_FAILURE",
+            new.last_failure
+                .as_ref()
+                .and_then(|f| serde_json::to_string(f).ok())
+                .unwrap_or_default(),
+        ),
     ];
     if agent.spec.heartbeat.is_some() {
         env.push(var("AGENT_HEARTBEAT_LEASE", agent.name_any()));

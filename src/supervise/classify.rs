@@ -43,6 +43,9 @@ pub struct Ending {
     pub shutdown: Option<ShutdownRequest>,
     /// When the agent asked to be restarted, through its termination message.
     pub retry_after: Option<RetryAfter>,
+    /// The agent said, through its termination message, that its failure is permanent: no
+    /// restart (its reason, if it gave one, is the ending's message).
+    pub permanent: bool,
     /// The progress and checkpoint the agent reported in its termination message (boxed: most
     /// endings report none, and a verdict stays small).
     pub reported: Box<super::progress::Reported>,
@@ -223,6 +226,9 @@ fn ended(pod: &PodFacts) -> Option<Ending> {
             .as_deref()
             .and_then(super::last_words::retry_after)
     });
+    let permanent = terminated
+        .iter()
+        .find_map(|(_, t)| t.message.as_deref().and_then(super::last_words::permanent));
     // The agent's own container first: it is the one that knows where the agent got to.
     let reported = std::iter::once(t)
         .chain(terminated.iter().map(|(_, t)| *t))
@@ -239,12 +245,18 @@ fn ended(pod: &PodFacts) -> Option<Ending> {
         } else {
             signal
         },
-        message: t.message.clone().or_else(|| t.reason.clone()).map(truncate),
+        message: permanent
+            .clone()
+            .flatten()
+            .or_else(|| t.message.clone())
+            .or_else(|| t.reason.clone())
+            .map(truncate),
         container: Some(container.to_string()),
         started_at: t.started_at,
         finished_at: t.finished_at,
         shutdown,
         retry_after,
+        permanent: permanent.is_some(),
         reported,
     })
 }
@@ -296,6 +308,7 @@ impl Ending {
             finished_at: None,
             shutdown: None,
             retry_after: None,
+            permanent: false,
             reported: Default::default(),
         }
     }

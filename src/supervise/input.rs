@@ -155,6 +155,8 @@ pub struct LeaseFacts {
     pub renew_time: Option<Timestamp>,
     /// The progress and checkpoint its holder reported on it (its annotations).
     pub reported: super::progress::Reported,
+    /// Until when its holder said a step will be slow (`supervisor.dev/expect-slow-until`).
+    pub expect_slow_until: Option<Timestamp>,
 }
 
 impl PodFacts {

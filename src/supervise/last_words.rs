@@ -76,6 +76,23 @@ fn seconds(n: f64) -> Option<RetryAfter> {
         .then(|| RetryAfter::After(std::time::Duration::from_secs_f64(n)))
 }
 
+/// Reads `{"permanent": true, "reason": "..."}` (with no `shutdown`) from a termination
+/// message: the agent says its failure is permanent, whatever its exit code. `Some(reason)`
+/// when it is one (the reason, if given, at most `REASON_LIMIT` bytes).
+pub fn permanent(message: &str) -> Option<Option<String>> {
+    let object = typed_message(message)?;
+    if object.contains_key("shutdown") || object.get("permanent")? != &serde_json::Value::Bool(true)
+    {
+        return None;
+    }
+    Some(
+        object
+            .get("reason")
+            .and_then(|v| v.as_str())
+            .map(|s| truncate_to(s.to_string(), REASON_LIMIT)),
+    )
+}
+
 /// Reads a shutdown request from a termination message; anything else is not one.
 pub fn shutdown_request(message: &str) -> Option<ShutdownRequest> {
     let object = typed_message(message)?;

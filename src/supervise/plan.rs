@@ -4,7 +4,7 @@
 use jiff::Timestamp;
 
 use super::input::PodOrigin;
-use crate::api::{AgentStatus, FailureReason, Shutdown};
+use crate::api::{AgentStatus, FailureClass, FailureReason, Shutdown};
 
 /// The outcome of one decision.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -41,10 +41,27 @@ pub struct NewPod {
     pub restart_count: u32,
     /// Becomes `AGENT_LAST_FAILURE_REASON` (empty on first start).
     pub last_failure_reason: Option<FailureReason>,
+    /// Becomes `AGENT_LAST_FAILURE`, as JSON (empty on first start).
+    pub last_failure: Option<LastFailure>,
     /// Becomes `AGENT_PROGRESS` (empty before the agent reports any).
     pub progress: Option<u64>,
     /// Written on the pod: what it was created for.
     pub origin: PodOrigin,
+}
+
+/// How the last failure ended, as a new attempt is told it (`AGENT_LAST_FAILURE`): the failed
+/// attempt, its reason and class, its exit code and message.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LastFailure {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    pub reason: FailureReason,
+    pub class: FailureClass,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<std::sync::Arc<str>>,
 }
 
 /// An Event to record on the Agent.

@@ -138,6 +138,7 @@ impl Sim {
         checkpoint: Option<&str>,
     ) -> &mut Self {
         self.input.lease = Some(LeaseFacts {
+            expect_slow_until: None,
             holder: self.input.pod.as_ref().map(|p| p.name.clone()),
             renew_time: Some(self.input.now),
             reported: Reported {

@@ -102,6 +102,14 @@ async fn a_crash_is_restarted_after_the_backoff_delay() {
     };
     assert_eq!(var("AGENT_RESTART_COUNT").as_deref(), Some("1"));
     assert_eq!(var("AGENT_LAST_FAILURE_REASON").as_deref(), Some("Error"));
+    let last: serde_json::Value =
+        serde_json::from_str(&var("AGENT_LAST_FAILURE").expect("AGENT_LAST_FAILURE"))
+            .expect("AGENT_LAST_FAILURE is JSON");
+    assert_eq!(
+        last,
+        json!({ "attempt": 1, "reason": "Error", "class": "Transient", "exitCode": 1,
+                "message": "boom: model API returned 500" })
+    );
     assert_eq!(var("AGENT_POD_NAME").as_deref(), Some("crasher-2"));
     assert_eq!(var("AGENT_NAME").as_deref(), Some("crasher"));
 

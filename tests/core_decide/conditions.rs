@@ -61,6 +61,7 @@ fn steady_state_is_silent() {
     hb.step();
     hb.runs(5);
     hb.input.lease = Some(LeaseFacts {
+        expect_slow_until: None,
         holder: Some("researcher-1".to_string()),
         renew_time: Some(t(100)),
         reported: Default::default(),

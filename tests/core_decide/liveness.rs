@@ -24,6 +24,7 @@ fn a_hung_pod_is_deleted_and_restarted_as_heartbeat_lost() {
     sim.step();
     sim.runs(5);
     sim.input.lease = Some(LeaseFacts {
+        expect_slow_until: None,
         holder: Some("researcher-1".to_string()),
         renew_time: Some(t(100)),
         reported: Default::default(),

@@ -8,7 +8,7 @@ use agent_supervisor::api::{
 use agent_supervisor::supervise::backoff;
 use agent_supervisor::supervise::conditions::{CIRCUIT_BREAKER_OPEN, POLICY_RESOLVED, READY};
 use agent_supervisor::supervise::fingerprint::fingerprint;
-use agent_supervisor::supervise::{EventReason, NewPod, PodOrigin, PolicyResolution};
+use agent_supervisor::supervise::{EventReason, LastFailure, NewPod, PodOrigin, PolicyResolution};
 use jiff::{SignedDuration, Timestamp};
 
 use crate::build::{UID, breaker, condition, fast, limited, named, reasons, secs, time};
@@ -38,6 +38,7 @@ fn first_start_creates_attempt_one() {
             attempt: 1,
             restart_count: 0,
             last_failure_reason: None,
+            last_failure: None,
             progress: None,
             origin: PodOrigin::default(),
         })
@@ -221,6 +222,13 @@ fn a_crash_schedules_a_jittered_exponential_restart() {
             attempt: 2,
             restart_count: 1,
             last_failure_reason: Some(FailureReason::Error),
+            last_failure: Some(LastFailure {
+                attempt: Some(1),
+                reason: FailureReason::Error,
+                class: FailureClass::Transient,
+                exit_code: Some(1),
+                message: Some("RuntimeError: boom".into()),
+            }),
             progress: None,
             origin: PodOrigin {
                 trigger: Some(Trigger::Failure),

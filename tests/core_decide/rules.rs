@@ -8,7 +8,7 @@ use agent_supervisor::api::{
 };
 use agent_supervisor::supervise::conditions::READY;
 use agent_supervisor::supervise::input::ContainerPhase;
-use agent_supervisor::supervise::{EventReason, NewPod, PodOrigin, PolicyResolution};
+use agent_supervisor::supervise::{EventReason, LastFailure, NewPod, PodOrigin, PolicyResolution};
 
 use crate::build::{breaker, condition, fast, named, reasons, secs, time};
 use crate::sim::Sim;
@@ -51,6 +51,54 @@ fn a_stop_rule_stops_the_agent() {
     assert!(later.events.is_empty());
     assert_eq!(later.status.phase, Some(Phase::Stopped));
     assert_eq!(condition(&later.status, READY).reason, "StoppedByRule");
+}
+
+#[test]
+fn an_agent_that_says_its_failure_is_permanent_is_stopped_with_its_reason() {
+    // Whatever its exit code and whatever the rules say (here: restart everything), and even
+    // with a retry-after beside it.
+    let restart_all = with_rules(vec![rule(&[], &[], RuleAction::Restart)]);
+    for message in [
+        r#"{"permanent": true, "reason": "no API key configured"}"#,
+        r#"{"permanent": true, "reason": "no API key configured", "retryAfter": "1m", "progress": 4}"#,
+    ] {
+        let mut sim = Sim::running(restart_all.clone());
+        sim.runs(5).exits(1, Some(message), 40);
+        let plan = sim.at(41).step();
+        let s = &plan.status;
+        assert_eq!(s.phase, Some(Phase::Stopped), "{message}");
+        assert_eq!(plan.create_pod, None);
+        assert_eq!(s.next_restart_at, None);
+        assert_eq!(s.shutdown, None);
+        let failure = s.last_failure.as_ref().expect("the failure recorded");
+        assert_eq!(failure.class, FailureClass::Permanent);
+        assert_eq!(failure.exit_code, Some(1));
+        assert_eq!(failure.message.as_deref(), Some("no API key configured"));
+        assert_eq!(reasons(&plan), [EventReason::Crashed]);
+        let ready = condition(s, READY);
+        assert_eq!(ready.reason, "PermanentFailure");
+        assert!(
+            ready.message.contains("no API key configured"),
+            "{}",
+            ready.message
+        );
+        let later = sim.at(100_000).step();
+        assert_eq!(later.create_pod, None);
+        assert_eq!(later.status.phase, Some(Phase::Stopped));
+    }
+    // `permanent` false, or beside a shutdown (which wins), is not one.
+    for (message, phase) in [
+        (r#"{"permanent": false, "reason": "x"}"#, Phase::BackingOff),
+        (
+            r#"{"permanent": true, "shutdown": "voluntary"}"#,
+            Phase::Shutdown,
+        ),
+    ] {
+        let mut sim = Sim::running(restart_all.clone());
+        sim.runs(5).exits(1, Some(message), 40);
+        let plan = sim.at(41).step();
+        assert_eq!(plan.status.phase, Some(phase), "{message}");
+    }
 }
 
 #[test]
@@ -204,6 +252,13 @@ fn by_default_an_eviction_restarts_at_once_and_counts_toward_nothing() {
             attempt: 3,
             restart_count: 2,
             last_failure_reason: Some(FailureReason::Evicted),
+            last_failure: Some(LastFailure {
+                attempt: Some(2),
+                reason: FailureReason::Evicted,
+                class: FailureClass::Disruption,
+                exit_code: None,
+                message: Some("The node was low on resource: memory.".into()),
+            }),
             progress: None,
             origin: PodOrigin {
                 trigger: Some(Trigger::Disruption),

@@ -85,6 +85,7 @@ fn a_missing_policy_starts_nothing_and_says_so_once() {
             attempt: 1,
             restart_count: 0,
             last_failure_reason: None,
+            last_failure: None,
             progress: None,
             origin: PodOrigin::default(),
         })

@@ -18,6 +18,7 @@ fn stalls_after(stall: u64) -> PolicyResolution {
         progress: Some(ProgressPolicy {
             stall_timeout: Some(secs(stall)),
             required_for_reset: false,
+            max_extension: None,
         }),
         ..fast()
     })
@@ -34,6 +35,57 @@ fn beating(policy: PolicyResolution) -> Sim {
     sim.runs(5);
     sim.at(10).step();
     sim
+}
+
+#[test]
+fn a_step_said_to_be_slow_is_waited_for_up_to_max_extension() {
+    // Progress 10 at t(20): stuck at t(140) unless it said otherwise. It says a step runs until
+    // t(1000): waited for until then, not longer.
+    let mut sim = beating(stalls_after(120));
+    sim.at(20).reports(Some("10"), None).step();
+    let slow = |sim: &mut Sim, at: i64, until: i64| {
+        sim.at(at).reports(Some("10"), None);
+        sim.input.lease.as_mut().unwrap().expect_slow_until = Some(t(until));
+        sim.step()
+    };
+    for at in [130, 140, 500] {
+        let plan = slow(&mut sim, at, 1000);
+        assert_eq!(plan.delete_pod, None, "t({at})");
+        assert!(
+            plan.requeue_at <= Some(t(1000)),
+            "looks again by the time it is due"
+        );
+    }
+    let plan = slow(&mut sim, 999, 1000);
+    assert_eq!(plan.delete_pod, None, "not before it is due");
+    let plan = slow(&mut sim, 1000, 1000);
+    assert_eq!(
+        plan.delete_pod.as_deref(),
+        Some("researcher-1"),
+        "due, and still no progress"
+    );
+    assert_eq!(
+        plan.status.last_failure.map(|f| f.reason),
+        Some(FailureReason::NoProgress)
+    );
+
+    // Capped by maxExtension (here 300 s past its last progress at t(20)): a promise of a day
+    // is held to t(320).
+    let mut sim = beating(named(RestartPolicySpec {
+        progress: Some(ProgressPolicy {
+            stall_timeout: Some(secs(120)),
+            required_for_reset: false,
+            max_extension: Some(secs(300)),
+        }),
+        ..fast()
+    }));
+    sim.at(20).reports(Some("10"), None).step();
+    assert_eq!(slow(&mut sim, 130, 86_400).delete_pod, None);
+    assert_eq!(slow(&mut sim, 319, 86_400).delete_pod, None);
+    assert!(
+        slow(&mut sim, 320, 86_400).delete_pod.is_some(),
+        "the cap holds"
+    );
 }
 
 #[test]
@@ -187,6 +239,7 @@ fn resets_after_a_minute(required: bool) -> PolicyResolution {
         progress: Some(ProgressPolicy {
             stall_timeout: None,
             required_for_reset: required,
+            max_extension: None,
         }),
         ..fast()
     })

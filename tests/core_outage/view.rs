@@ -181,16 +181,19 @@ fn proof_needs_what_the_agent_supports() {
     let mut beating = plain();
     beating["heartbeat"] = json!({ "timeout": "30s" });
     let renewed = LeaseFacts {
+        expect_slow_until: None,
         holder: Some("caller-2".to_string()),
         renew_time: Some(t(105)),
         reported: Default::default(),
     };
     let stale = LeaseFacts {
+        expect_slow_until: None,
         holder: Some("caller-1".to_string()),
         renew_time: Some(t(105)),
         reported: Default::default(),
     };
     let before = LeaseFacts {
+        expect_slow_until: None,
         holder: Some("caller-2".to_string()),
         renew_time: Some(t(90)),
         reported: Default::default(),

@@ -34,6 +34,7 @@ fn arb_lease() -> impl Strategy<Value = Option<LeaseFacts>> {
             proptest::option::of(arb_time()),
         )
             .prop_map(|(holder, renew_time)| LeaseFacts {
+                expect_slow_until: None,
                 holder,
                 renew_time,
                 reported: Default::default(),

@@ -39,6 +39,7 @@ fn policy(reset_after: u64, stall: Option<u64>) -> RestartPolicySpec {
     policy.progress = Some(ProgressPolicy {
         stall_timeout: stall.map(Duration::from_secs),
         required_for_reset: true,
+        max_extension: None,
     });
     policy
 }

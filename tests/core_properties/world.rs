@@ -135,6 +135,7 @@ impl World {
                         _ => "walker-0".to_string(),
                     };
                     self.input.lease = Some(LeaseFacts {
+                        expect_slow_until: None,
                         holder: Some(holder),
                         renew_time: Some(now),
                         reported: Default::default(),

@@ -56,6 +56,13 @@ async fn the_chart_from_its_image_supervises_real_containers_and_survives_its_ow
     )
     .await;
 
+    let stuck = r#"echo '{"permanent":true,"reason":"no API key configured"}' >/dev/termination-log; exit 1"#;
+    ns.create_agent(
+        "keyless",
+        json!({ "restartPolicyRef": policy, "template": shell_template(stuck, json!({})) }),
+    )
+    .await;
+
     let crashes = ns
         .wait_status_for(REAL, "crasher", "two restarts of a real crash", |s| {
             s.restart_count >= 2
@@ -88,6 +95,19 @@ async fn the_chart_from_its_image_supervises_real_containers_and_survives_its_ow
     );
     let shutdown = quitter.shutdown.expect("status.shutdown from the message");
     assert_eq!(shutdown.reason.as_deref(), Some("task done"));
+
+    let keyless = ns
+        .wait_status_for(REAL, "keyless", "stopped by its permanent failure", |s| {
+            s.phase == Some(Phase::Stopped)
+        })
+        .await;
+    let failure = keyless.last_failure.expect("the failure recorded");
+    assert_eq!(
+        failure.class,
+        agent_supervisor::api::FailureClass::Permanent
+    );
+    assert_eq!(failure.message.as_deref(), Some("no API key configured"));
+    assert_eq!(keyless.restart_count, 0, "never restarted");
 
     // The operator's own pod deleted: the Deployment makes another, which leads, and the crash
     // loop goes on being supervised with nothing lost.

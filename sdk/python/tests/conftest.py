@@ -14,6 +14,8 @@ from fake_apiserver import FakeApiServer
 NAMESPACE = "team"
 LEASE = "agent-7"
 POD = "agent-7-3"
+#: How the attempt before ended, as the operator injects it.
+LAST_FAILURE = '{"attempt": 3, "reason": "OOMKilled", "class": "Transient", "exitCode": 137}'
 
 AGENT_VARIABLES = (
     "AGENT_NAME",
@@ -21,6 +23,7 @@ AGENT_VARIABLES = (
     "AGENT_POD_NAME",
     "AGENT_RESTART_COUNT",
     "AGENT_LAST_FAILURE_REASON",
+    "AGENT_LAST_FAILURE",
     "AGENT_HEARTBEAT_LEASE",
     "AGENT_CHECKPOINT",
     "AGENT_PROGRESS",
@@ -70,6 +73,7 @@ def pod(
         "AGENT_POD_NAME": POD,
         "AGENT_RESTART_COUNT": "3",
         "AGENT_LAST_FAILURE_REASON": "OOMKilled",
+        "AGENT_LAST_FAILURE": LAST_FAILURE,
         "AGENT_HEARTBEAT_LEASE": LEASE,
         "AGENT_CHECKPOINT": "s3://bucket/run-7/step-100",
         "AGENT_PROGRESS": "100",

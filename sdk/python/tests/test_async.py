@@ -25,7 +25,9 @@ def test_the_twins_have_the_same_names() -> None:
     public = {n for n in dir(Supervisor) if not n.startswith("_")}
     assert public == {n for n in dir(AsyncSupervisor) if not n.startswith("_")}
     assert {"from_env", "report", "add_spend", "retry_after", "shutdown", "spend"} <= public
-    for name in ("report", "add_spend", "retry_after", "shutdown", "start", "close"):
+    assert {"previous", "fail", "expect_slow", "alive"} <= public
+    verbs = ("report", "add_spend", "retry_after", "shutdown", "start", "close")
+    for name in (*verbs, "fail", "expect_slow", "alive", "flush"):
         assert asyncio.iscoroutinefunction(getattr(AsyncSupervisor, name)), name
 
 

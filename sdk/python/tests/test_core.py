@@ -128,7 +128,13 @@ def test_the_renewal_is_a_merge_patch_of_the_holder_and_the_time() -> None:
     }
     first = _core.renewal("pod-1", now, first=True)
     assert first["spec"]["acquireTime"] == "2026-11-22T10:00:00.000005Z"
-    assert first["metadata"] == {"annotations": {_core.SPEND_ANNOTATION: None}}
+    assert first["metadata"] == {
+        "annotations": {
+            _core.SPEND_ANNOTATION: None,
+            _core.EXPECT_SLOW_UNTIL_ANNOTATION: None,
+            _core.EXPECT_SLOW_REASON_ANNOTATION: None,
+        }
+    }, "what the attempt before said of itself is taken away"
 
 
 def test_a_progress_below_the_handed_one_is_remembered_not_told() -> None:
@@ -145,3 +151,71 @@ def test_a_progress_below_the_handed_one_is_remembered_not_told() -> None:
         reports.take(progress=79)
     assert reports.take(progress=120) == {_core.PROGRESS_ANNOTATION: "120"}
     assert json.loads(reports.last_words({}))["progress"] == 120
+
+
+@pytest.mark.parametrize(
+    ("duration", "seconds"),
+    [
+        ("2h", 7200),
+        (" 90m ", 5400),
+        ("1h30m", 5400),
+        ("1.5h", 5400),
+        ("250ms", Decimal("0.25")),
+        ("5400", 5400),
+        (5400, 5400),
+        (0.5, Decimal("0.5")),
+        (Decimal("60"), 60),
+        (timedelta(hours=2), 7200),
+    ],
+)
+def test_a_duration_is_read_as_retry_after_reads_it(duration: object, seconds: object) -> None:
+    assert _core.check_duration(duration, "expect_slow") == seconds
+
+
+@pytest.mark.parametrize(
+    "duration",
+    [
+        "0",
+        "0s",
+        0,
+        -5,
+        "-2h",
+        "2 hours",
+        "",
+        "2026-11-22T10:00:00Z",
+        True,
+        None,
+        float("inf"),
+        float("nan"),
+        "9000h",
+        366 * 24 * 3600,
+        timedelta(0),
+        [1],
+    ],
+)
+def test_a_bad_duration_raises(duration: object) -> None:
+    with pytest.raises(ValueError, match="give a duration above 0"):
+        _core.check_duration(duration, "expect_slow")
+
+
+def test_expect_slow_says_until_when_in_utc_to_the_second_rounded_up() -> None:
+    now = datetime(2026, 11, 22, 10, 0, 0, 250_000, tzinfo=timezone(timedelta(hours=1)))
+    assert _core.expect_slow("2h", " fine-tuning run ", now) == {
+        _core.EXPECT_SLOW_UNTIL_ANNOTATION: "2026-11-22T11:00:01Z",
+        _core.EXPECT_SLOW_REASON_ANNOTATION: "fine-tuning run",
+    }
+    exact = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)
+    assert _core.expect_slow(0.2, "x", exact)[_core.EXPECT_SLOW_UNTIL_ANNOTATION] == (
+        "2026-11-22T10:00:01Z"
+    ), "never sooner than asked"
+    long = _core.expect_slow("1h", "é" * 200, exact)[_core.EXPECT_SLOW_REASON_ANNOTATION]
+    assert long == "é" * 128, "the reason is cut as a reason is"
+    with pytest.raises(ValueError, match="reason must be a str"):
+        _core.expect_slow("1h", None, exact)
+
+
+def test_permanent_is_a_bool() -> None:
+    assert _core.check_permanent(True) is True
+    for bad in (1, "yes", None):
+        with pytest.raises(ValueError, match="permanent must be True or False"):
+            _core.check_permanent(bad)

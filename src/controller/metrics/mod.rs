@@ -43,10 +43,11 @@ pub struct ReasonLabel {
 }
 
 /// Why an agent is stopped: the `Ready` reasons of phase `Stopped` (`give_ups`' label).
-pub const GIVE_UP_REASONS: [&str; 5] = [
+pub const GIVE_UP_REASONS: [&str; 6] = [
     "RestartLimitExceeded",
     "RestartPolicyNever",
     "StoppedByRule",
+    "PermanentFailure",
     "GroupGaveUp",
     "GroupShutdown",
 ];

@@ -29,6 +29,8 @@ impl Decider<'_> {
                 FailureClass::Shutdown,
                 Some((request.kind, "TerminationMessage")),
             ),
+            // The agent knows no restart can help (a missing key, a task that cannot be done).
+            None if ending.permanent => (FailureClass::Permanent, None),
             // The agent asked to be restarted later: it is fine, the world is not.
             None if ending.retry_after.is_some() => (FailureClass::Transient, None),
             None => match rules::action_for(&self.policy.rules, ending.reason, ending.exit_code) {
@@ -73,6 +75,13 @@ impl Decider<'_> {
                 self.crashed(&ending, "its spend budget is used up: not restarting");
                 self.push_history(record);
                 self.enforce_budget();
+            }
+            (FailureClass::Permanent, _) if ending.permanent => {
+                self.crashed(
+                    &ending,
+                    "the agent said its failure is permanent: not restarting",
+                );
+                self.stop("PermanentFailure");
             }
             (_, None) if ending.retry_after.is_some() => {
                 let retry = ending.retry_after.expect("matched");

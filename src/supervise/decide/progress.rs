@@ -146,12 +146,21 @@ impl<'a> Decider<'a> {
     /// heartbeat there is no Lease to report on, and no stall. Otherwise it looks again when
     /// the time is up.
     pub(super) fn stalled(&mut self, pod: &PodFacts, since: Timestamp) -> Option<Ending> {
-        let stall = self.policy.progress.as_ref()?.stall_timeout?;
+        let policy = self.policy.progress.as_ref()?;
+        let (stall, cap) = (policy.stall_timeout?, policy.max_extension());
         let grace = self.input.agent.heartbeat.as_ref()?.grace();
         let from = self
             .last_grew(since)
             .unwrap_or_else(|| add(since, grace.as_std()));
         let mut deadline = add(from, stall.as_std());
+        // A step this pod said would be slow: not judged stuck before it is due, and at most
+        // `maxExtension` past where the stall clock started.
+        let slow_until = (self.input.lease.as_ref())
+            .filter(|l| l.holder.as_deref() == Some(pod.name.as_str()))
+            .and_then(|l| l.expect_slow_until);
+        if let Some(until) = slow_until {
+            deadline = deadline.max(until.min(add(from, cap.as_std())));
+        }
         if self.now >= deadline && self.unrecorded_growth() {
             // It grew since the last write: recorded now, and the clock starts again.
             self.take_lease_reports();

@@ -152,6 +152,15 @@ impl Decider<'_> {
             (Some(Phase::Stopped), Some("StoppedByRule")) => {
                 "a Stop rule matched the last failure".to_string()
             }
+            (Some(Phase::Stopped), Some("PermanentFailure")) => format!(
+                "the agent said its failure is permanent: {}; annotate {} to resume",
+                self.s
+                    .last_failure
+                    .as_ref()
+                    .and_then(|f| f.message.as_deref())
+                    .unwrap_or("(no reason given)"),
+                crate::api::RESET_REQUESTED_ANNOTATION
+            ),
             (Some(Phase::Stopped), _) => "the policy's backoff is Never".to_string(),
             (Some(Phase::BackingOff), _) => match &self.s.next_restart_at {
                 Some(at) => format!("restart scheduled at {}", at.0),

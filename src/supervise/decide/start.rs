@@ -9,7 +9,7 @@ use crate::api::{
 };
 use crate::supervise::classify::add;
 use crate::supervise::input::{PodFacts, PodOrigin};
-use crate::supervise::plan::{EventReason, NewPod, pod_name};
+use crate::supervise::plan::{EventReason, LastFailure, NewPod, pod_name};
 use crate::supervise::progress;
 
 impl Decider<'_> {
@@ -125,6 +125,19 @@ impl Decider<'_> {
             attempt,
             restart_count,
             last_failure_reason: self.s.last_failure.as_ref().map(|f| f.reason),
+            last_failure: self.s.last_failure.as_ref().map(|f| LastFailure {
+                // The attempt whose record is this failure's (the history may have dropped it).
+                attempt: self
+                    .s
+                    .restart_history
+                    .iter()
+                    .find(|r| r.failed_at.as_ref() == Some(&f.time) && r.reason == Some(f.reason))
+                    .map(|r| r.attempt),
+                reason: f.reason,
+                class: f.class,
+                exit_code: f.exit_code,
+                message: f.message.clone(),
+            }),
             progress: self.s.progress.as_ref().map(|p| p.value),
             origin: PodOrigin {
                 trigger,

@@ -165,6 +165,7 @@ pub(super) fn stopped(c: &Context, why: &mut Why) {
             duration(policy.limits.window)
         ),
         "StoppedByRule" => format!("a Stop rule of {policy_name} matched its last failure"),
+        "PermanentFailure" => "the agent said its last failure is permanent".to_string(),
         "GroupGaveUp" | "GroupShutdown" => {
             let group = status
                 .group

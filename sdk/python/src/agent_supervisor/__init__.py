@@ -15,7 +15,8 @@ with Supervisor.from_env() as sup:          # renews the heartbeat Lease in the 
 """
 
 from ._async import AsyncSupervisor
+from ._env import Outcome
 from ._sync import Supervisor
 
-__all__ = ["AsyncSupervisor", "Supervisor"]
+__all__ = ["AsyncSupervisor", "Outcome", "Supervisor"]
 __version__ = "0.1.0"

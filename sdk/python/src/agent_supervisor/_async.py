@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import Any, NoReturn
 
 from . import _core
-from ._base import CLOSE_TIMEOUT, START_TIMEOUT, SupervisorBase
+from ._base import CLOSE_TIMEOUT, START_TIMEOUT, Renew, SupervisorBase
 from ._env import Identity
 from ._kube import AsyncLeaseApi, explain, retry_wait
 
@@ -33,8 +33,9 @@ class AsyncSupervisor(SupervisorBase):
         identity: Identity,
         api: AsyncLeaseApi | None = None,
         renew_every: float | None = None,
+        renew: Renew = "background",
     ) -> None:
-        super().__init__(identity, renew_every)
+        super().__init__(identity, renew_every, renew)
         self._api = api
         # Made in the event loop, on first use.
         self._wake: asyncio.Event | None = None  # something for the sender to look at
@@ -42,17 +43,21 @@ class AsyncSupervisor(SupervisorBase):
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
-    def from_env(cls, *, renew_every: float | None = None) -> AsyncSupervisor:
+    def from_env(
+        cls, *, renew_every: float | None = None, renew: Renew = "background"
+    ) -> AsyncSupervisor:
         """A supervisor for this process, from the `AGENT_*` variables the operator sets.
 
         `renew_every` as in `Supervisor.from_env`: by default a third of the heartbeat timeout
         (the Lease's `spec.leaseDurationSeconds`), 5 seconds if the Lease does not say.
+        `renew`: `"background"` (the default) or `"manual"` (renewed on `alive()`), as in
+        `Supervisor.from_env`.
         """
         identity = Identity.from_env()
         api = None
         if identity.lease is not None:
             api = AsyncLeaseApi(identity.lease, identity.namespace or None)
-        return cls(identity, api, renew_every)
+        return cls(identity, api, renew_every, renew)
 
     async def __aenter__(self) -> AsyncSupervisor:
         await self.start()
@@ -76,9 +81,8 @@ class AsyncSupervisor(SupervisorBase):
             if self._identity.termination_log is not None and not self._closed:
                 self._install_sigterm()  # the last words need no heartbeat
             return
-        if self._outbox.renew_at is not None or self._stopping:
+        if not self._begin():
             return
-        self._outbox.renew_at = time.monotonic()
         wake, changed = self._sender()
         self._install_sigterm()
         wake.set()
@@ -154,6 +158,28 @@ class AsyncSupervisor(SupervisorBase):
         spend = _core.add_spend(self._reports.spend, cost, tokens)
         if self._queue(self._take(None, None, spend)):
             self._sender()[0].set()
+
+    async def alive(self) -> None:
+        """Says the agent is alive, with `renew="manual"`: the next write renews the Lease, and it
+        returns at once. See `Supervisor.alive`; a no-op with background renewal."""
+        if self._beat():
+            self._sender()[0].set()
+
+    async def expect_slow(self, duration: Any, why: str) -> None:
+        """Says no progress is expected for `duration` from now, returning at once: see
+        `Supervisor.expect_slow`. Raises `ValueError`, before anything is recorded, for a bad
+        argument, and `RuntimeError` after the `async with` block ended."""
+        self._check_open("expect_slow")
+        if self._queue(self._expect_slow_annotations(duration, why)):
+            self._sender()[0].set()
+
+    async def fail(self, reason: str, *, permanent: bool = False) -> NoReturn:
+        """Ends this attempt as failed, `permanent=True` for one no restart would mend: see
+        `Supervisor.fail`. Raises `SystemExit(1)`."""
+        typed = self._fail_message(reason, permanent)
+        await self._drain(CLOSE_TIMEOUT)  # the last reports to the Lease too, if it takes them soon
+        await self._halt()
+        self._last_words(typed, _core.FAIL_EXIT_CODE)
 
     async def retry_after(self, when: Any, reason: str) -> NoReturn:
         """Ends this attempt, asking to be restarted no earlier than `when`: see

@@ -9,11 +9,13 @@ import logging
 import signal
 import socket
 import threading
+import time
+from datetime import datetime, timezone
 from types import FrameType
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 from . import _core
-from ._env import Identity
+from ._env import Identity, Outcome
 from ._outbox import Outbox
 
 log = logging.getLogger("agent_supervisor")
@@ -30,6 +32,10 @@ START_TIMEOUT = 5.0
 #: reach the Lease, and an API server that never answers costs the exit this much.
 CLOSE_TIMEOUT = 5.0
 
+#: How the Lease is renewed: by the sender every interval, or when the agent says `alive()`.
+Renew = Literal["background", "manual"]
+RENEW_MODES = ("background", "manual")
+
 
 class SupervisorBase:
     """The state and the rules both twins follow."""
@@ -37,17 +43,28 @@ class SupervisorBase:
     #: The twin's Lease client (sync or async); `None` off Kubernetes.
     _api: Any
 
-    def __init__(self, identity: Identity, renew_every: float | None = None) -> None:
+    def __init__(
+        self, identity: Identity, renew_every: float | None = None, renew: Renew = "background"
+    ) -> None:
         if renew_every is not None and not renew_every > 0:
             raise ValueError(f"renew_every must be a number of seconds above 0, not {renew_every}")
+        if not isinstance(renew, str) or renew not in RENEW_MODES:
+            raise ValueError(f"renew must be 'background' or 'manual', not {renew!r}")
+        if renew == "manual" and renew_every is not None:
+            raise ValueError(
+                "renew_every has no use with renew='manual': the Lease is renewed when the "
+                "agent calls alive()"
+            )
         self._identity = identity
         self._renew_every = renew_every
         self._reports = _core.Reports(handed=identity.progress)
         #: What the background sender writes next, and when.
-        self._outbox = Outbox()
+        self._outbox = Outbox(manual=renew == "manual")
         #: Seconds between renewals: as asked, else the default until the Lease's duration is read.
         self._every = renew_every or DEFAULT_RENEW_EVERY
         self._duration_read = renew_every is not None
+        #: `start()` ran: the sender renews (every interval, or on `alive()`).
+        self._started = False
         #: The agent decided to stop (retry_after, shutdown, a SIGTERM): nothing more is written.
         self._stopping = False
         #: The `with` block ended (close()): a report now is a mistake, and raises.
@@ -81,6 +98,13 @@ class SupervisorBase:
     def last_failure_reason(self) -> str | None:
         """Why the attempt before ended (`Error`, `OOMKilled`, `HeartbeatLost`, ...), or `None`."""
         return self._identity.last_failure_reason
+
+    @property
+    def previous(self) -> Outcome | None:
+        """How the attempt before ended (`AGENT_LAST_FAILURE`): its attempt, reason, exit code,
+        message and class (`klass`); `None` on a first start, or if the variable does not
+        parse (logged)."""
+        return self._identity.previous
 
     @property
     def spend(self) -> dict[str, Any]:
@@ -160,6 +184,34 @@ class SupervisorBase:
             return False
         self._outbox.record(annotations)
         return True
+
+    def _beat(self) -> bool:
+        """Marks the agent alive for manual renewal; whether the sender has something to write
+        (in background renewal, a no-op)."""
+        if self._api is None:
+            self._noop()
+            return False
+        if not self._outbox.manual or self._stopping:
+            return False
+        self._outbox.alive()
+        return True
+
+    def _begin(self) -> bool:
+        """`start()`'s first renewal, due now (with the lock held); `False` if started already or
+        stopping. In manual renewal it is the one renewal no `alive()` asked for: the agent is
+        alive as it starts, and the first write of an attempt takes the Lease over."""
+        if self._started or self._stopping:
+            return False
+        self._started = True
+        if self._outbox.manual:
+            self._outbox.alive()
+        else:
+            self._outbox.renew_at = time.monotonic()
+        return True
+
+    @staticmethod
+    def _expect_slow_annotations(duration: object, why: object) -> dict[str, str]:
+        return _core.expect_slow(duration, why, datetime.now(timezone.utc))
 
     def _take(self, progress: object, checkpoint: object, spend: object) -> dict[str, str]:
         """Checks and remembers a report; the Lease annotations it sets."""
@@ -257,6 +309,13 @@ class SupervisorBase:
     @staticmethod
     def _retry_after_message(when: object, reason: object) -> dict[str, Any]:
         return {"retryAfter": _core.check_retry_after(when), "reason": _core.check_reason(reason)}
+
+    @staticmethod
+    def _fail_message(reason: object, permanent: object) -> dict[str, Any]:
+        reason = _core.check_reason(reason)
+        if _core.check_permanent(permanent):
+            return {"permanent": True, "reason": reason}
+        return {"reason": reason}
 
     @staticmethod
     def _shutdown_message(kind: object, reason: object) -> dict[str, Any]:

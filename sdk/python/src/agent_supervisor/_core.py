@@ -4,10 +4,8 @@ operator reads. Nothing here does I/O; every check raises `ValueError` before an
 
 from __future__ import annotations
 
-import email.utils
 import json
 import math
-import re
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,9 +13,24 @@ from datetime import datetime, timedelta, timezone
 from decimal import ROUND_CEILING, Context, Decimal, InvalidOperation
 from typing import Any
 
+# Re-exported: the checks of times live in _time.
+from ._time import check_duration as check_duration
+from ._time import check_retry_after as check_retry_after
+from ._time import format_duration as format_duration
+
 PROGRESS_ANNOTATION = "supervisor.dev/progress"
 CHECKPOINT_ANNOTATION = "supervisor.dev/checkpoint"
 SPEND_ANNOTATION = "supervisor.dev/spend"
+#: Until when no progress is expected (RFC 3339): the stall timeout waits until then.
+EXPECT_SLOW_UNTIL_ANNOTATION = "supervisor.dev/expect-slow-until"
+#: Why no progress is expected until then, for a person.
+EXPECT_SLOW_REASON_ANNOTATION = "supervisor.dev/expect-slow-reason"
+#: What the attempt before said of itself, taken off the Lease by an attempt's first write.
+PER_ATTEMPT_ANNOTATIONS = (
+    SPEND_ANNOTATION,
+    EXPECT_SLOW_UNTIL_ANNOTATION,
+    EXPECT_SLOW_REASON_ANNOTATION,
+)
 
 #: A checkpoint reference is at most this many bytes (UTF-8).
 CHECKPOINT_LIMIT = 1024
@@ -36,21 +49,11 @@ TOKENS_LIMIT = 2**63 - 1
 SHUTDOWN_KINDS = ("economic", "voluntary")
 #: Exit codes: a retry-after is a failure to restart later, a shutdown is not a failure.
 RETRY_AFTER_EXIT_CODE = 1
+#: A failure (`fail`), permanent or not, exits as a failed process does.
+FAIL_EXIT_CODE = 1
 SHUTDOWN_EXIT_CODE = 0
 #: A process ended by SIGTERM exits 128 + 15, as the shell and the kubelet say it.
 SIGTERM_EXIT_CODE = 143
-
-# Go's time.ParseDuration without a sign, as the operator's API admits it.
-_DURATION = re.compile(r"^(0|([0-9]{1,6}(\.[0-9]{1,9})?(ns|us|µs|ms|s|m|h))+)$")
-_RFC3339 = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$"
-)
-# RFC 2822 (HTTP's Retry-After date): what the operator also reads (jiff's rfc2822 parser).
-_RFC2822 = re.compile(
-    r"^((Mon|Tue|Wed|Thu|Fri|Sat|Sun), )?\d{1,2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
-    r"\d{4} \d{2}:\d{2}(:\d{2})? ([+-]\d{4}|GMT|UT)$"
-)
-_YEAR = 365 * 24 * 3600
 
 
 def check_progress(progress: object, floor: int | None) -> int:
@@ -179,83 +182,25 @@ def spend_value(spend: Mapping[str, Decimal | int]) -> dict[str, str | int]:
     return out
 
 
-def format_duration(seconds: float | Decimal) -> str:
-    """`seconds` in Go's duration format (`15m`, `1h30m`, `2.5s`), to the millisecond."""
-    total = round(Decimal(str(seconds)) * 1000)
-    hours, rest = divmod(total, 3_600_000)
-    minutes, rest = divmod(rest, 60_000)
-    secs, millis = divmod(rest, 1000)
-    if total < 1000:
-        return f"{millis}ms" if total else "0s"
-    if hours > 999_999:
-        raise ValueError(f"retry after {seconds}s is too far away")
-    text = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "")
-    if millis:
-        text += f"{secs}.{millis:03d}".rstrip("0") + "s"
-    elif secs:
-        text += f"{secs}s"
-    return text
+def expect_slow(duration: object, why: object, now: datetime) -> dict[str, str]:
+    """The Lease annotations that say no progress is expected for `duration` from `now`: until
+    when (RFC 3339 in UTC, to the second, rounded up) and why (cut as a reason is)."""
+    seconds = check_duration(duration, "expect_slow")
+    reason = check_reason(why)
+    until = now.astimezone(timezone.utc) + timedelta(seconds=math.ceil(seconds))
+    if until.microsecond:
+        until += timedelta(microseconds=1_000_000 - until.microsecond)
+    return {
+        EXPECT_SLOW_UNTIL_ANNOTATION: until.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        EXPECT_SLOW_REASON_ANNOTATION: reason,
+    }
 
 
-def _rfc3339(text: str) -> str | None:
-    match = _RFC3339.match(text)
-    if not match:
-        return None
-    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
-    try:
-        datetime(year, month, day, hour, minute, min(second, 59))
-    except ValueError:
-        return None
-    offset = match.group(8)
-    if offset not in ("Z", "z") and (int(offset[1:3]) > 23 or int(offset[4:6]) > 59):
-        return None
-    return text
-
-
-def _rfc2822(text: str) -> str | None:
-    if not _RFC2822.match(text):
-        return None
-    try:
-        parsed = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError):
-        return None
-    weekday = text[:3] if text[3:4] == "," else None
-    if weekday is not None and parsed.strftime("%a") != weekday:
-        return None  # the operator refuses a weekday that is not the date's
-    return text
-
-
-def check_retry_after(when: object) -> str:
-    """When to be restarted, as the operator reads it: a duration (`"15m"`), a number of seconds,
-    a `timedelta`, an RFC 3339 time, an RFC 2822 date (HTTP's `Retry-After`) or a timezone-aware
-    `datetime`."""
-    if isinstance(when, bool):
-        raise ValueError(f"retry after {when!r}: give a duration such as '15m' or a time")
-    if isinstance(when, timedelta):
-        when = when.total_seconds()
-    if isinstance(when, (int, float, Decimal)):
-        if not math.isfinite(when) or not 0 <= when <= _YEAR:
-            raise ValueError(f"retry after {when} seconds: give a number from 0 to a year")
-        return format_duration(when)
-    if isinstance(when, datetime):
-        if when.tzinfo is None or when.utcoffset() is None:
-            raise ValueError("retry after a datetime without a timezone: give an aware one")
-        utc = when.astimezone(timezone.utc)
-        return utc.strftime("%Y-%m-%dT%H:%M:%S.%f").rstrip("0").rstrip(".") + "Z"
-    if isinstance(when, str):
-        text = when.strip()
-        if 0 < len(text) <= 64:
-            if _DURATION.match(text):
-                return text
-            if text.isascii() and text.isdigit() and int(text) <= _YEAR:
-                return text
-            if _rfc3339(text) or _rfc2822(text):
-                return text
-        raise ValueError(
-            f"retry after {when!r}: write a duration such as '30s', '15m' or '1h30m', or an "
-            "RFC 3339 time such as '2026-11-22T10:00:00Z'"
-        )
-    raise ValueError(f"retry after {when!r}: give a duration such as '15m' or a time")
+def check_permanent(permanent: object) -> bool:
+    """`fail`'s `permanent`: a bool."""
+    if not isinstance(permanent, bool):
+        raise ValueError(f"permanent must be True or False, not {permanent!r}")
+    return permanent
 
 
 def check_kind(kind: object) -> str:
@@ -282,13 +227,14 @@ def renewal(holder: str, now: datetime, *, first: bool = False) -> dict[str, Any
     """The merge patch that renews the Lease: held by `holder`, renewed `now`.
 
     The first renewal of an attempt also says when it was acquired and takes away the spend of
-    the attempt before (spend is per attempt; that one's is already told).
+    the attempt before (spend is per attempt; that one's is already told) and its expect-slow
+    (a slow step of the attempt before is not this one's).
     """
     spec: dict[str, Any] = {"holderIdentity": holder, "renewTime": micro_time(now)}
     patch: dict[str, Any] = {"spec": spec}
     if first:
         spec["acquireTime"] = spec["renewTime"]
-        patch["metadata"] = {"annotations": {SPEND_ANNOTATION: None}}
+        patch["metadata"] = {"annotations": dict.fromkeys(PER_ATTEMPT_ANNOTATIONS)}
     return patch
 
 
@@ -347,9 +293,9 @@ class Reports:
             return None
         return json.dumps({"spend": spend_value(self.spend)}, separators=(",", ":"))
 
-    def last_words(self, typed: Mapping[str, str]) -> str:
-        """The typed termination message: `typed` (shutdown or retryAfter, and a reason) with the
-        progress, checkpoint and spend reported so far."""
+    def last_words(self, typed: Mapping[str, Any]) -> str:
+        """The typed termination message: `typed` (shutdown, retryAfter or permanent, and a
+        reason) with the progress, checkpoint and spend reported so far."""
         message: dict[str, Any] = dict(typed)
         if self._sent(self.progress):
             message["progress"] = self.progress

@@ -46,7 +46,7 @@ def retry_wait(error: BaseException, tried: int) -> float | None:
     if status == 409:
         return _CONFLICT_WAIT * tried
     if status in _RETRIED_STATUS or isinstance(error, httpx2.TransportError):
-        return _BACKOFF * 2 ** (tried - 1)
+        return float(_BACKOFF * 2 ** (tried - 1))
     return None
 
 

@@ -6,6 +6,10 @@ sender writes, one request at a time, and every write is built afresh when it is
 renewal with the time it is sent at and the newest value of every annotation not yet taken, so
 no older state is ever sent after a newer one and `renewTime` never goes back. Until a write of
 the attempt is taken, each also takes away the spend of the attempt before (spend is per attempt).
+
+With manual renewal (`manual`) nothing renews on a timer: a write renews the Lease only when it
+is the attempt's first or carries an `alive()` not yet taken; a report otherwise writes its
+annotations alone.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ class Outbox:
     """The annotations waiting to be written, and when the next write is due (monotonic seconds).
 
     `renew_at`: when the next renewal is due, `None` while nothing renews (before `start()`, or a
-    report made without it); `retry_at`: no write before it (after a failure).
+    report made without it, or with manual renewal); `retry_at`: no write before it (after a
+    failure).
     """
 
     #: Reported and not yet taken by the API server: the newest value of each annotation.
@@ -38,6 +43,19 @@ class Outbox:
     #: How many reports were recorded, and how many of them a taken write carried.
     recorded: int = 0
     written: int = 0
+    #: Manual renewal: a write renews only for an `alive()` (or as the attempt's first).
+    manual: bool = False
+    #: How many `alive()`s were marked, and how many of them a taken renewal carried.
+    beats: int = 0
+    beats_taken: int = 0
+    #: The `beats` the write on its way carries (set by `body`).
+    beats_sent: int = 0
+
+    def alive(self) -> None:
+        """Marks the agent alive: the next write renews the Lease (manual renewal)."""
+        self.beats += 1
+        if self.waiting_long:  # as for a report: a refusal is tried again on news
+            self.retry_at = 0.0
 
     def record(self, annotations: dict[str, str]) -> int:
         """Records a report's annotations (the newest value wins); the report's number, which
@@ -51,7 +69,7 @@ class Outbox:
     def due(self, now: float) -> float | None:
         """When the next write is due (maybe already, `<= now`); `None`: none is."""
         wanted = [] if self.renew_at is None else [self.renew_at]
-        if self.pending:
+        if self.pending or self.beats > self.beats_taken:
             wanted.append(now)
         if not wanted:
             return None
@@ -59,7 +77,10 @@ class Outbox:
 
     def body(self, holder: str, now: datetime) -> tuple[dict[str, Any], int]:
         """The write to send now, and the number of the newest report it carries."""
-        body = _core.renewal(holder, now, first=self.first)
+        body: dict[str, Any] = {}
+        if self.first or not self.manual or self.beats > self.beats_taken:
+            body = _core.renewal(holder, now, first=self.first)
+            self.beats_sent = self.beats
         if self.pending:
             annotations = body.setdefault("metadata", {}).setdefault("annotations", {})
             annotations.update(self.pending)
@@ -72,6 +93,8 @@ class Outbox:
         for key, value in sent.items():
             if key in self.pending and self.pending[key] == value:
                 del self.pending[key]
+        if "spec" in body:  # a renewal: the alive()s it carried are taken
+            self.beats_taken = max(self.beats_taken, self.beats_sent)
         self.first = False
         self.failures = 0
         self.waiting_long = False

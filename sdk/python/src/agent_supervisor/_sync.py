@@ -10,7 +10,7 @@ from types import TracebackType
 from typing import Any, NoReturn
 
 from . import _core
-from ._base import CLOSE_TIMEOUT, START_TIMEOUT, SupervisorBase
+from ._base import CLOSE_TIMEOUT, START_TIMEOUT, Renew, SupervisorBase
 from ._env import Identity
 from ._kube import REQUEST_TIMEOUT, LeaseApi, explain, retry_wait
 
@@ -27,9 +27,13 @@ class Supervisor(SupervisorBase):
     """
 
     def __init__(
-        self, identity: Identity, api: LeaseApi | None = None, renew_every: float | None = None
+        self,
+        identity: Identity,
+        api: LeaseApi | None = None,
+        renew_every: float | None = None,
+        renew: Renew = "background",
     ) -> None:
-        super().__init__(identity, renew_every)
+        super().__init__(identity, renew_every, renew)
         self._api = api
         self._lock = threading.Lock()  # the reports and the outbox
         self._changed = threading.Condition(self._lock)  # a write was taken or failed
@@ -37,12 +41,19 @@ class Supervisor(SupervisorBase):
         self._thread: threading.Thread | None = None
 
     @classmethod
-    def from_env(cls, *, renew_every: float | None = None) -> Supervisor:
+    def from_env(
+        cls, *, renew_every: float | None = None, renew: Renew = "background"
+    ) -> Supervisor:
         """A supervisor for this process, from the `AGENT_*` variables the operator sets.
 
         `renew_every`: seconds between renewals of the heartbeat Lease. By default a third of the
         Lease's `spec.leaseDurationSeconds`, which the operator sets to the Agent's
         `heartbeat.timeout` (5 seconds if the Lease does not say).
+
+        `renew`: `"background"` (the default: the sender renews every interval) or `"manual"`:
+        the Lease is renewed on entering and then only when the agent calls `alive()` (systemd's
+        `WATCHDOG=1`), so a loop that hangs loses its heartbeat even while the process lives.
+        Anything else raises `ValueError`, as does `renew_every` with `"manual"`.
 
         In a pod the client uses the in-cluster config, elsewhere the standard kubeconfig
         (`$KUBECONFIG` or `~/.kube/config`); without `AGENT_HEARTBEAT_LEASE` it makes no client.
@@ -51,7 +62,7 @@ class Supervisor(SupervisorBase):
         api = None
         if identity.lease is not None:
             api = LeaseApi(identity.lease, identity.namespace or None)
-        return cls(identity, api, renew_every)
+        return cls(identity, api, renew_every, renew)
 
     def __enter__(self) -> Supervisor:
         self.start()
@@ -76,9 +87,8 @@ class Supervisor(SupervisorBase):
                 self._install_sigterm()  # the last words need no heartbeat
             return
         with self._lock:
-            if self._outbox.renew_at is not None or self._stopping:
+            if not self._begin():
                 return
-            self._outbox.renew_at = time.monotonic()
             self._sender()
         self._install_sigterm()
         self._wake.set()
@@ -179,6 +189,55 @@ class Supervisor(SupervisorBase):
                 self._sender()
         if wake:
             self._wake.set()
+
+    def alive(self) -> None:
+        """Says the agent is alive, with `renew="manual"`: the next write renews the Lease's
+        `renewTime` (calls made while one is on its way go together in the next), and it
+        returns at once. Call it from the agent's own loop, well within the heartbeat timeout.
+        With the default background renewal it does nothing; it never raises.
+        """
+        with self._lock:
+            wake = self._beat()
+            if wake:
+                self._sender()
+        if wake:
+            self._wake.set()
+
+    def expect_slow(self, duration: Any, why: str) -> None:
+        """Says no progress is expected for `duration` from now (a long step: a fine-tuning run,
+        a big download), so the operator's stall timeout waits until then (capped by the
+        policy's `progress.maxExtension`).
+
+        `duration`: a Go duration (`"2h"`, `"90m"`, `"1h30m"`), a number of seconds or a
+        `timedelta`, above 0 and at most a year; `why`: for a person (cut to 256 bytes). Sets the
+        Lease annotations `supervisor.dev/expect-slow-until` (now + `duration`, RFC 3339 in UTC)
+        and `supervisor.dev/expect-slow-reason` with the next write, and returns at once, as
+        `report` does; a later call replaces both. Raises `ValueError`, before anything is
+        recorded, for a bad argument, and `RuntimeError` after the `with` block ended.
+        """
+        self._check_open("expect_slow")
+        annotations = self._expect_slow_annotations(duration, why)
+        with self._lock:
+            wake = self._queue(annotations)
+            if wake:
+                self._sender()
+        if wake:
+            self._wake.set()
+
+    def fail(self, reason: str, *, permanent: bool = False) -> NoReturn:
+        """Ends this attempt as failed, saying why. With `permanent=True` the failure is one no
+        restart would mend (a missing API key, a bad configuration): the operator does not
+        restart the agent (class `Permanent`, phase `Stopped`) until someone resets it. Without,
+        it is an ordinary failure, restarted as the policy says.
+
+        Stops renewing, writes the typed termination message (`{"permanent": true, "reason":
+        ...}`, or `{"reason": ...}`, with the progress, checkpoint and spend reported so far)
+        and raises `SystemExit(1)`: let it end the process.
+        """
+        typed = self._fail_message(reason, permanent)
+        self._drain(CLOSE_TIMEOUT)  # the last reports to the Lease too, if it takes them soon
+        self._halt()
+        self._last_words(typed, _core.FAIL_EXIT_CODE)
 
     def retry_after(self, when: Any, reason: str) -> NoReturn:
         """Ends this attempt, asking to be restarted no earlier than `when`: the world is not ready.

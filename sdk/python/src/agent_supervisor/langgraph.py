@@ -78,7 +78,7 @@ class SupervisedSaver(BaseCheckpointSaver[Any]):
         self.supervisor = sup
 
     @property
-    def serde(self) -> Any:  # type: ignore[override]
+    def serde(self) -> Any:
         """The wrapped saver's serializer."""
         return self.saver.serde
 
