@@ -69,6 +69,21 @@ sdk_venv() {
   echo "$venv/bin/python"
 }
 
+# sdk_pythons: the lowest and the newest Python the SDK's tests also run on (it claims >= 3.10):
+# SDK_PYTHONS if set, else pyenv's newest 3.10 and its newest 3.x. Fails when there is no 3.10.
+sdk_pythons() {
+  if [[ -n "${SDK_PYTHONS:-}" ]]; then
+    echo "$SDK_PYTHONS"
+    return 0
+  fi
+  local root="${PYENV_ROOT:-$HOME/.pyenv}/versions" lowest newest
+  lowest=$(printf '%s\n' "$root"/3.10.*/bin/python3.10 | sort -V | tail -n 1)
+  newest=$(printf '%s\n' "$root"/3.*/bin/python3 | sort -V | tail -n 1)
+  [[ -x "$lowest" && -x "$newest" ]] ||
+    die "no Python 3.10 (or none newer) under $root: the SDK claims 3.10; set SDK_PYTHONS to the interpreters to test on"
+  echo "$lowest $newest"
+}
+
 # is_ours PID NAME: PID is alive and runs the program NAME (so a stale pid file, whose pid the
 # system has since given to another process, is never acted on).
 is_ours() {

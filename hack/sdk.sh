@@ -41,6 +41,7 @@ esac
 
 sdk="$REPO_ROOT/sdk/python"
 py="$(sdk_venv)"
+log "the SDK on $("$py" -V)"
 pip=("$py" -m pip --disable-pip-version-check --no-input --quiet)
 
 dist="$(mktemp -d)"
