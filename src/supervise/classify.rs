@@ -248,6 +248,11 @@ fn ended(pod: &PodFacts) -> Option<Ending> {
         message: permanent
             .clone()
             .flatten()
+            .or_else(|| {
+                // A shutdown keeps its words whole: its reason is recorded in `shutdown`.
+                let typed = t.message.as_deref().filter(|_| shutdown.is_none());
+                typed.and_then(super::last_words::reason)
+            })
             .or_else(|| t.message.clone())
             .or_else(|| t.reason.clone())
             .map(truncate),

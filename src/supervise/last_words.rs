@@ -93,6 +93,14 @@ pub fn permanent(message: &str) -> Option<Option<String>> {
     )
 }
 
+/// The `reason` a typed termination message gives, whatever else it says (a crash's exception,
+/// a `fail`): what the record shows of the failure, in place of the JSON around it.
+pub fn reason(message: &str) -> Option<String> {
+    let object = typed_message(message)?;
+    let reason = object.get("reason")?.as_str()?.trim();
+    (!reason.is_empty()).then(|| truncate_to(reason.to_string(), REASON_LIMIT))
+}
+
 /// Reads a shutdown request from a termination message; anything else is not one.
 pub fn shutdown_request(message: &str) -> Option<ShutdownRequest> {
     let object = typed_message(message)?;

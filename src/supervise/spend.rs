@@ -115,6 +115,15 @@ pub fn parse(raw: &str) -> Result<Spent, String> {
     Ok(Spent { cost, tokens })
 }
 
+/// The pod a report names as its maker (`"pod"`, which the SDK writes), if it names one: a
+/// report on a Lease that names another pod is an earlier attempt's, left behind.
+pub fn reporter(raw: &str) -> Option<String> {
+    match serde_json::from_str::<Value>(raw).ok()?.get("pod")? {
+        Value::String(pod) if !pod.is_empty() => Some(pod.clone()),
+        _ => None,
+    }
+}
+
 /// The spend of `spend.current`, as amounts.
 fn counted(current: &AttemptSpend) -> Spent {
     Spent {

@@ -121,3 +121,23 @@ fn every_stored_message_is_bounded() {
     ));
     assert!(ending.message.unwrap().len() <= MESSAGE_LIMIT);
 }
+
+#[test]
+fn a_typed_message_with_a_reason_is_recorded_as_that_reason() {
+    // What the SDK writes when the agent's code raises: its exception, and where it got to.
+    let words = r#"{"reason":"RuntimeError: the search tool timed out","progress":3,"spend":{"cost":"0.40"}}"#;
+    let (ending, _) = classify_ended(&ended_pod(termination(1, Some("Error"), Some(words))));
+    assert_eq!(
+        ending.message.as_deref(),
+        Some("RuntimeError: the search tool timed out")
+    );
+    assert_eq!(ending.reported.progress.as_deref(), Some("3"));
+    // A blank reason says nothing: the message stays as written.
+    let blank = r#"{"reason":"  ","spend":{"cost":"0.40"}}"#;
+    let (ending, _) = classify_ended(&ended_pod(termination(1, Some("Error"), Some(blank))));
+    assert_eq!(ending.message.as_deref(), Some(blank));
+    // A reason is cut as the schema bounds it.
+    let long = format!(r#"{{"reason":"{}"}}"#, "é".repeat(200));
+    let (ending, _) = classify_ended(&ended_pod(termination(1, Some("Error"), Some(&long))));
+    assert_eq!(ending.message, Some("é".repeat(REASON_LIMIT / 2)));
+}

@@ -148,3 +148,34 @@ fn a_shutdown_written_by_anyone_else_is_never_lifted_by_the_budget() {
     assert_eq!(plan.status.shutdown, Some(economy_shutdown()));
     assert_eq!(plan.create_pod, None);
 }
+
+#[test]
+fn a_report_left_on_the_lease_by_an_earlier_attempt_is_not_counted_again() {
+    let mut sim = Sim::running(named(immediate(budget("10.00", None))));
+    // Attempt 1 reports 1.50 on its Lease, then crashes without last words.
+    sim.runs(0).reports(None, None);
+    let lease = sim.input.lease.as_mut().unwrap();
+    lease.reported.spend = Some(r#"{"cost": "1.50", "pod": "researcher-1"}"#.into());
+    sim.at(10).step();
+    sim.exits(1, None, 12);
+    let recorded = sim.at(12).step();
+    assert_eq!(recorded.status.spend.unwrap().cost.as_deref(), Some("1.50"));
+    let created = sim.step();
+    assert_eq!(created.create_pod.map(|p| p.attempt), Some(2));
+    // Attempt 2 holds the Lease, which still carries attempt 1's report (its clearing
+    // renewal was lost): not this attempt's spend.
+    sim.runs(13).reports(None, None);
+    let lease = sim.input.lease.as_mut().unwrap();
+    assert_eq!(lease.holder.as_deref(), Some("researcher-2"));
+    lease.reported.spend = Some(r#"{"cost": "1.50", "pod": "researcher-1"}"#.into());
+    let plan = sim.at(20).step();
+    assert_eq!(
+        plan.status.spend.clone().unwrap().cost.as_deref(),
+        Some("1.50")
+    );
+    // Its own report counts.
+    let lease = sim.input.lease.as_mut().unwrap();
+    lease.reported.spend = Some(r#"{"cost": "0.25", "pod": "researcher-2"}"#.into());
+    let plan = sim.at(25).step();
+    assert_eq!(plan.status.spend.unwrap().cost.as_deref(), Some("1.75"));
+}

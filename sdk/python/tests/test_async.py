@@ -54,7 +54,7 @@ def test_renews_in_a_task_and_reports(pod: Path, apiserver: FakeApiServer) -> No
     assert annotations(apiserver) == {
         PROGRESS: "120",
         CHECKPOINT: "step-120",
-        SPEND: '{"cost":"0.42","tokens":18000}',
+        SPEND: f'{{"cost":"0.42","tokens":18000,"pod":"{POD}"}}',
     }
 
 

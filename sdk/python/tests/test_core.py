@@ -219,3 +219,14 @@ def test_permanent_is_a_bool() -> None:
     for bad in (1, "yes", None):
         with pytest.raises(ValueError, match="permanent must be True or False"):
             _core.check_permanent(bad)
+
+
+def test_a_crash_reason_is_the_exceptions_last_line_cut_to_the_limit() -> None:
+    assert _core.crash_reason(RuntimeError("the tool timed out")) == (
+        "RuntimeError: the tool timed out"
+    )
+    assert _core.crash_reason(KeyError("api_key")) == "KeyError: 'api_key'"
+    assert _core.crash_reason(TimeoutError()) == "TimeoutError"
+    long = _core.crash_reason(ValueError("é" * 400))
+    assert len(long.encode()) <= _core.REASON_LIMIT
+    assert long.startswith("ValueError: éé")

@@ -103,7 +103,11 @@ def test_the_python_agent_resumes_reports_each_step_and_shuts_down_when_done(
         "5",
         "step-5",
     )
-    assert json.loads(reported["supervisor.dev/spend"]) == {"cost": "0.004", "tokens": 2000}
+    assert json.loads(reported["supervisor.dev/spend"]) == {
+        "cost": "0.004",
+        "tokens": 2000,
+        "pod": os.environ["AGENT_POD_NAME"],
+    }
     held = [r.body["spec"]["holderIdentity"] for r in apiserver.patches()]
     assert set(held) == {os.environ["AGENT_POD_NAME"]}, "renewed as its own pod"
 

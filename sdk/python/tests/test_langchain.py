@@ -26,14 +26,17 @@ from agent_supervisor.langchain import (
     spend_handler,
     usage,
 )
-from conftest import LEASE, NAMESPACE
+from conftest import LEASE, NAMESPACE, POD
 from fake_apiserver import FakeApiServer
 
 SPEND = "supervisor.dev/spend"
 
 
 def lease_spend(apiserver: FakeApiServer) -> dict[str, object]:
-    return json.loads(apiserver.lease(NAMESPACE, LEASE)["metadata"]["annotations"][SPEND])
+    """The spend on the Lease, which names the pod that made it."""
+    spend = json.loads(apiserver.lease(NAMESPACE, LEASE)["metadata"]["annotations"][SPEND])
+    assert spend.pop("pod") == POD, spend
+    return dict(spend)
 
 
 def answers(*tokens: tuple[int, int]) -> Iterator[AIMessage]:

@@ -123,7 +123,7 @@ def test_reports_made_while_a_write_is_on_its_way_go_together(
     assert progress == sorted(progress)
     assert len(progress) <= 4, "coalesced: the newest state, not one write a report"
     written = apiserver.lease(NAMESPACE, LEASE)["metadata"]["annotations"]
-    assert (written[PROGRESS], json.loads(written[SPEND])) == ("200", {"tokens": 200})
+    assert (written[PROGRESS], json.loads(written[SPEND])) == ("200", {"tokens": 200, "pod": POD})
 
 
 def test_a_silent_api_server_costs_the_agent_bounded_seconds(

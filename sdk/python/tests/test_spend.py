@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agent_supervisor import AsyncSupervisor, Supervisor, _core
-from conftest import LEASE, NAMESPACE
+from conftest import LEASE, NAMESPACE, POD
 from fake_apiserver import FakeApiServer
 
 SPEND = "supervisor.dev/spend"
@@ -22,7 +22,10 @@ OPERATOR_COST = re.compile(r"^[0-9]+(\.[0-9]{1,9})?$")
 
 
 def lease_spend(apiserver: FakeApiServer) -> dict[str, object]:
-    return json.loads(apiserver.lease(NAMESPACE, LEASE)["metadata"]["annotations"][SPEND])
+    """The spend on the Lease, which names the pod that made it."""
+    spend = json.loads(apiserver.lease(NAMESPACE, LEASE)["metadata"]["annotations"][SPEND])
+    assert spend.pop("pod") == POD, spend
+    return dict(spend)
 
 
 @pytest.mark.parametrize(
@@ -207,16 +210,22 @@ def spend_and_shut_down() -> None:
         sup.shutdown("voluntary", "done")
 
 
-def test_a_crash_leaves_its_spend_as_last_words(pod: Path, apiserver: FakeApiServer) -> None:
+def test_a_crash_leaves_its_exception_and_spend_as_last_words(
+    pod: Path, apiserver: FakeApiServer
+) -> None:
     with pytest.raises(RuntimeError):
         crash("0.40")
-    assert json.loads(pod.read_text()) == {"spend": {"cost": "0.40", "tokens": 100}}
+    assert json.loads(pod.read_text()) == {
+        "reason": "RuntimeError: the model's answer did not parse",
+        "spend": {"cost": "0.40", "tokens": 100},
+    }
 
 
-def test_a_crash_without_spend_or_after_last_words_writes_nothing_more(pod: Path) -> None:
+def test_a_crash_without_spend_says_why_and_last_words_stay(pod: Path) -> None:
     with pytest.raises(RuntimeError):
         crash(None)
-    assert not pod.exists(), "no spend: no termination message of the SDK's"
+    words = json.loads(pod.read_text())
+    assert words == {"reason": "RuntimeError: the model's answer did not parse"}, words
     with pytest.raises(SystemExit):
         spend_and_shut_down()
     assert json.loads(pod.read_text())["shutdown"] == "voluntary", "the last words stay"
@@ -249,4 +258,7 @@ def test_the_async_twin_adds_the_same_way(pod: Path, apiserver: FakeApiServer) -
 
     with pytest.raises(RuntimeError):
         asyncio.run(agent())
-    assert json.loads(pod.read_text()) == {"spend": {"cost": "0.050", "tokens": 100}}
+    assert json.loads(pod.read_text()) == {
+        "reason": "RuntimeError: crash",
+        "spend": {"cost": "0.050", "tokens": 100},
+    }

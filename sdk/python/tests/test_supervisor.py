@@ -99,7 +99,7 @@ def test_report_writes_the_lease_annotations(pod: Path, apiserver: FakeApiServer
         assert annotations(apiserver) == {
             PROGRESS: "120",
             CHECKPOINT: "s3://bucket/run-7/step-120",
-            SPEND: '{"cost":"1","tokens":18000}',
+            SPEND: f'{{"cost":"1","tokens":18000,"pod":"{POD}"}}',  # its maker named
         }
         assert apiserver.lease(NAMESPACE, LEASE)["spec"]["holderIdentity"] == POD
 
@@ -213,7 +213,7 @@ def test_progress_and_spend_never_go_back(pod: Path, apiserver: FakeApiServer) -
     with pytest.raises(ValueError, match="tokens 9 is lower"):
         sup.report(spend={"tokens": 9})
     assert sup.flush(5)
-    assert json.loads(annotations(apiserver)[SPEND]) == {"cost": "0.50", "tokens": 10}
+    assert json.loads(annotations(apiserver)[SPEND]) == {"cost": "0.50", "tokens": 10, "pod": POD}
 
 
 def test_retry_after_writes_the_message_and_exits_1(pod: Path, apiserver: FakeApiServer) -> None:

@@ -94,6 +94,14 @@ impl<'a> Decider<'a> {
         let Some(raw) = reported.filter(|r| !r.trim().is_empty()) else {
             return;
         };
+        // Made by an earlier attempt's pod (it named itself) and left behind: counted at that
+        // attempt's end, not this one's to count.
+        let attempt_pod = self.attempt_pod().map(|p| p.name.as_str());
+        if let (Some(maker), Some(pod)) = (spend::reporter(raw), attempt_pod)
+            && maker != pod
+        {
+            return;
+        }
         let counted = spend::parse(raw)
             .map_err(|why| format!("spend {}: ignored", why))
             .and_then(|spent| {

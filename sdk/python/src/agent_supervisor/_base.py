@@ -215,7 +215,7 @@ class SupervisorBase:
 
     def _take(self, progress: object, checkpoint: object, spend: object) -> dict[str, str]:
         """Checks and remembers a report; the Lease annotations it sets."""
-        annotations = self._reports.take(progress, checkpoint, spend)
+        annotations = self._reports.take(progress, checkpoint, spend, self._holder)
         behind = progress is not None and _core.PROGRESS_ANNOTATION not in annotations
         if behind and not self._behind_said:
             self._behind_said = True
@@ -293,13 +293,13 @@ class SupervisorBase:
 
     def _crashed(self, error: BaseException | None) -> None:
         """Leaving the block by an exception (not by `retry_after` or `shutdown`, which wrote
-        their own): writes the attempt's spend as its termination message, so the operator counts
-        all of it however the process ends."""
+        their own): writes the exception as the failure's reason, with the progress, checkpoint
+        and spend reported so far, as its termination message: the record says why it crashed,
+        and the operator counts all of its spend however the process ends."""
         path = self._identity.termination_log
-        message = self._reports.crash_words()
-        if not isinstance(error, Exception) or self._stopping or path is None or message is None:
+        if not isinstance(error, Exception) or self._stopping or path is None:
             return
-        self._write_log(message)
+        self._write_log(self._reports.last_words({"reason": _core.crash_reason(error)}))
 
     def _last_words(self, typed: dict[str, Any], code: int) -> NoReturn:
         """Writes the typed termination message and ends the process with `code`."""

@@ -218,6 +218,14 @@ def check_reason(reason: object) -> str:
     return data.decode(errors="ignore")
 
 
+def crash_reason(error: BaseException) -> str:
+    """What the record says of a crash: the exception's type and text, as a traceback's last
+    line says it (`RuntimeError: the search tool timed out`), cut to `REASON_LIMIT` bytes."""
+    text = str(error).strip()
+    name = type(error).__name__
+    return check_reason(f"{name}: {text}" if text else name)
+
+
 def micro_time(now: datetime) -> str:
     """A Kubernetes MicroTime: RFC 3339 in UTC with microseconds."""
     return now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -258,12 +266,17 @@ class Reports:
         return progress is not None and (self.handed is None or progress >= self.handed)
 
     def take(
-        self, progress: object = None, checkpoint: object = None, spend: object = None
+        self,
+        progress: object = None,
+        checkpoint: object = None,
+        spend: object = None,
+        pod: str | None = None,
     ) -> dict[str, str]:
         """Checks a report whole, then remembers it; returns the Lease annotations it sets.
 
         A progress lower than one this attempt reported raises `ValueError`; one lower than
-        `handed` is remembered but not sent.
+        `handed` is remembered but not sent. The spend on the Lease names `pod`, its maker: the
+        operator counts it for that pod's attempt only, should it outlast the attempt there.
         """
         if progress is None and checkpoint is None and spend is None:
             raise ValueError("report() needs progress=, checkpoint= or spend=")
@@ -280,18 +293,11 @@ class Reports:
             annotations[CHECKPOINT_ANNOTATION] = new_checkpoint
         if new_spend is not None:
             self.spend = new_spend
-            annotations[SPEND_ANNOTATION] = json.dumps(
-                spend_value(new_spend), separators=(",", ":")
-            )
+            on_lease: dict[str, str | int] = spend_value(new_spend)
+            if pod:
+                on_lease["pod"] = pod
+            annotations[SPEND_ANNOTATION] = json.dumps(on_lease, separators=(",", ":"))
         return annotations
-
-    def crash_words(self) -> str | None:
-        """The termination message of an attempt that ends by an exception: its spend, if any
-        (what it reported is on the Lease; the message keeps the last of it should the Lease
-        not have it)."""
-        if not self.spend:
-            return None
-        return json.dumps({"spend": spend_value(self.spend)}, separators=(",", ":"))
 
     def last_words(self, typed: Mapping[str, Any]) -> str:
         """The typed termination message: `typed` (shutdown, retryAfter or permanent, and a
