@@ -9,7 +9,8 @@ CARGO ?= cargo
 
 all: test
 
-## tools: build etcd, the Kubernetes control plane, kubectl, kwok, helm and the real node (cached; a no-op when built)
+## tools: build etcd, the Kubernetes control plane, kubectl, kwok, helm, agent-sandbox's controller and the real node
+## (cached; a no-op when built)
 tools:
 	@hack/tools.sh
 
@@ -19,6 +20,7 @@ image: tools
 	@hack/image.sh operator
 
 ## cluster-up: start a local control plane; KUBECONFIG is target/cluster/kubeconfig
+## (AGENT_SANDBOX=1: with kubernetes-sigs/agent-sandbox's CRDs and controller)
 cluster-up: tools
 	@hack/cluster.sh up
 

@@ -13,7 +13,9 @@
 # /debug/pprof (for `go tool pprof` during a benchmark); KWOK_POD_PARALLELISM sets how many pod
 # stages kwok plays at once (its podPlayStageParallelism, default 4). Beside the kwok nodes runs
 # one real node, `real-node` (hack/node.sh: a kubelet on containerd), tainted
-# supervisor.dev/node=real:NoSchedule; REAL_NODE=0 leaves it out.
+# supervisor.dev/node=real:NoSchedule; REAL_NODE=0 leaves it out. AGENT_SANDBOX=1 (default 0) also
+# installs kubernetes-sigs/agent-sandbox's CRDs (Sandbox, SandboxClaim, SandboxTemplate,
+# SandboxWarmPool) and runs its controller (built by hack/tools.sh) with its extensions on.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -23,6 +25,7 @@ DIR="$REPO_ROOT/target/cluster"
 OWNER_PID=""
 NODES="${KWOK_NODES:-2}"
 REAL_NODE="${REAL_NODE:-1}"
+AGENT_SANDBOX="${AGENT_SANDBOX:-0}"
 [[ "${KWOK_POD_PARALLELISM:-1}" =~ ^[1-9][0-9]*$ ]] ||
   die "KWOK_POD_PARALLELISM is a positive whole number, not '$KWOK_POD_PARALLELISM'"
 while [[ $# -gt 0 ]]; do
@@ -41,12 +44,14 @@ export PATH="$TOOLS_PATH:$PATH"
 
 # The pid files of the processes this cluster started, in start order.
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+[[ "$AGENT_SANDBOX" == 0 ]] || COMPONENTS+=(agent-sandbox)
 
 # The program behind each pid file.
 program() {
   case $1 in
     operator) echo agent-supervisor ;;
     port-forward) echo kubectl ;;
+    agent-sandbox) echo agent-sandbox-controller ;;
     *) echo "$1" ;;
   esac
 }
@@ -167,6 +172,8 @@ up() {
   for bin in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok; do
     command -v "$bin" >/dev/null || die "$bin not found; run 'make tools' first"
   done
+  [[ "$AGENT_SANDBOX" == 0 ]] || [[ -x "$AGENT_SANDBOX_BIN/agent-sandbox-controller" &&
+    -f "$AGENT_SANDBOX_CRDS/.complete" ]] || die "agent-sandbox is not built; run 'make tools' first"
   local t0=$SECONDS
   mkdir -p "$DIR/logs"
   if [[ -n "$OWNER_PID" ]]; then
@@ -263,9 +270,27 @@ AUDIT
     log "starting the real node"
     "$REPO_ROOT/hack/node.sh" up --dir "$DIR" --api-port "$api_port"
   fi
+  [[ "$AGENT_SANDBOX" == 0 ]] || start_agent_sandbox
 
   trap - ERR
   log "cluster up in $((SECONDS - t0))s; KUBECONFIG=$KUBECONFIG_FILE"
+}
+
+# agent-sandbox's CRDs, then its controller: no leader election (it is the only one), metrics off,
+# its health probe on a free loopback port, so that clusters side by side do not collide.
+start_agent_sandbox() {
+  local k=(kubectl --kubeconfig="$KUBECONFIG_FILE") health_port
+  log "installing agent-sandbox $AGENT_SANDBOX_VERSION's CRDs"
+  "${k[@]}" apply --server-side --force-conflicts -f "$AGENT_SANDBOX_CRDS" >/dev/null
+  "${k[@]}" wait --for=condition=Established --timeout=60s -f "$AGENT_SANDBOX_CRDS" >/dev/null
+  health_port=$(free_port)
+  log "starting agent-sandbox-controller (health on 127.0.0.1:$health_port)"
+  start agent-sandbox "$AGENT_SANDBOX_BIN/agent-sandbox-controller" --kubeconfig="$KUBECONFIG_FILE" \
+    --extensions --leader-elect=false --metrics-bind-address=0 \
+    --health-probe-bind-address="127.0.0.1:$health_port"
+  wait_for agent-sandbox 60 curl -sf "http://127.0.0.1:$health_port/readyz"
+  # Ready answers before the informers sync; the Sandbox controller's workers start after.
+  wait_for agent-sandbox 60 grep -q '"Starting workers".*"controller":"sandbox"' "$DIR/logs/agent-sandbox.log"
 }
 
 nodes_ready() {
@@ -278,9 +303,10 @@ nodes_ready() {
 stop_all() {
   local c pid i
   # Reverse start order: clients first, etcd last. An operator started against this cluster
-  # (by the demo), or the demo's port-forward to the operator's pod, leaves its pid file here too.
+  # (by the demo), or the demo's port-forward to the operator's pod, leaves its pid file here too;
+  # agent-sandbox's controller is stopped whatever AGENT_SANDBOX says now.
   [[ -d "$DIR/node" ]] && "$REPO_ROOT/hack/node.sh" down --dir "$DIR"
-  local order=(port-forward operator)
+  local order=(port-forward operator agent-sandbox)
   for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do order+=("${COMPONENTS[$i]}"); done
   for c in "${order[@]}"; do
     [[ -f "$DIR/$c.pid" ]] || continue

@@ -12,6 +12,7 @@ ETCD_VERSION="v3.6.16"
 KWOK_VERSION="v0.8.0"
 HELM_VERSION="v3.22.0"
 PROMETHEUS_VERSION="v3.15.0" # promtool; its Go module is v0.315.0
+AGENT_SANDBOX_VERSION="v1.0.1"
 
 # One bin dir per tool version, so a version bump rebuilds only that tool.
 tool_dir() { echo "$CACHE_DIR/tools/$1-$2"; }
@@ -21,6 +22,9 @@ KWOK_BIN="$(tool_dir kwok "$KWOK_VERSION")/bin"
 HELM_BIN="$(tool_dir helm "$HELM_VERSION")/bin"
 PROMETHEUS_BIN="$(tool_dir prometheus "$PROMETHEUS_VERSION")/bin"
 KWOK_STAGES="$(tool_dir kwok "$KWOK_VERSION")/stages"
+# kubernetes-sigs/agent-sandbox's controller and its CRDs, run by hack/cluster.sh when AGENT_SANDBOX=1.
+AGENT_SANDBOX_BIN="$(tool_dir agent-sandbox "$AGENT_SANDBOX_VERSION")/bin"
+AGENT_SANDBOX_CRDS="$(tool_dir agent-sandbox "$AGENT_SANDBOX_VERSION")/crds"
 # The real node's kubelet: the same Kubernetes version, a module of their own
 # (tools/node) so that adding it never rebuilds the control plane.
 NODE_BIN="$(tool_dir node "$KUBERNETES_VERSION")/bin"

@@ -94,6 +94,22 @@ kwok_stages() {
   log "kwok stages copied to $dest"
 }
 
+# agent-sandbox's CRDs (Sandbox; SandboxClaim, SandboxTemplate, SandboxWarmPool) come inside its
+# pinned module too.
+agent_sandbox_crds() {
+  local dest="$AGENT_SANDBOX_CRDS"
+  [[ -f "$dest/.complete" ]] && return 0
+  local dir
+  dir=$(cd "$REPO_ROOT/tools/agent-sandbox" && go mod download -json sigs.k8s.io/agent-sandbox | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [[ -d "$dir/k8s/crds" ]] || die "agent-sandbox module has no CRDs at $dir/k8s/crds"
+  # (The module cache's files are read-only: a fresh dir, and copies that are not.)
+  rm -rf "$dest"
+  mkdir -p "$dest"
+  install -m 0644 "$dir"/k8s/crds/*.yaml "$dest/"
+  touch "$dest/.complete"
+  log "agent-sandbox CRDs copied to $dest"
+}
+
 start=$SECONDS
 build etcd "$ETCD_VERSION" "$ETCD_BIN" "-s -w" go.etcd.io/etcd/server/v3=etcd
 build kwok "$KWOK_VERSION" "$KWOK_BIN" "-s -w" sigs.k8s.io/kwok/cmd/kwok
@@ -106,6 +122,10 @@ build prometheus "$PROMETHEUS_VERSION" "$PROMETHEUS_BIN" \
 build kubernetes "$KUBERNETES_VERSION" "$KUBERNETES_BIN" "$(k8s_ldflags)" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
   k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+build agent-sandbox "$AGENT_SANDBOX_VERSION" "$AGENT_SANDBOX_BIN" \
+  "-s -w -X sigs.k8s.io/agent-sandbox/internal/version.gitVersion=$AGENT_SANDBOX_VERSION" \
+  sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller
+agent_sandbox_crds
 if [[ "${REAL_NODE:-1}" != 0 ]]; then
   build node "$KUBERNETES_VERSION" "$NODE_BIN" "$(k8s_ldflags)" \
     k8s.io/kubernetes/cmd/kubelet
