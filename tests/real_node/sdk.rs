@@ -148,11 +148,15 @@ async fn sdk_agents_in_real_containers_report_on_their_lease_and_resume_a_langgr
         )
         .await;
     assert_eq!(graph.restart_count, 1, "{graph:?}");
-    // The uncaught exception ends the process with 1; its progress, reported on the Lease, is in
-    // the record. (The SDK writes no message for an exception it does not know: the record says
-    // the kubelet's reason.)
+    // The uncaught exception ends the process with 1; the SDK writes it as the failure's reason
+    // in its last words, and its progress, reported on the Lease, is in the record.
     let crash = &graph.restart_history[0];
     assert_eq!(crash.exit_code, Some(1), "{crash:?}");
+    assert_eq!(
+        crash.message.as_deref(),
+        Some("RuntimeError: research: the search tool timed out"),
+        "{crash:?}"
+    );
     assert_eq!(
         crash.reason,
         Some(agent_supervisor::api::FailureReason::Error),

@@ -38,7 +38,12 @@ def test_a_budget_stops_an_sdk_agent_when_its_reported_spend_reaches_it(
     assert status["spend"]["tokens"] == 400
     assert status.get("shutdown") is None, "0.60 of 1.00: not stopped"
     ended = ns.pods("spender")[0].status.containerStatuses[0].state.terminated
-    assert json.loads(ended.message) == {"spend": {"cost": "0.60", "tokens": 400}}
+    assert json.loads(ended.message) == {
+        "reason": "RuntimeError: the model's answer did not parse",
+        "spend": {"cost": "0.60", "tokens": 400},
+    }
+    record = status["restartHistory"][0]
+    assert record["message"] == "RuntimeError: the model's answer did not parse", record
 
     # Attempt 2: reports 0.30, adds 0.10: 1.00 in all, the budget. It works on until stopped.
     second = ns.wait_new_pod("spender", [first]).metadata.name
