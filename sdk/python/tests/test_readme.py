@@ -61,7 +61,7 @@ def test_the_15_line_agent_in_a_pod_resumes_and_reports(
     assert done.value.code == 0
     assert steps == list(range(990, 1000)), "resumed from the checkpoint handed over"
     words = json.loads(pod.read_text())
-    assert words["shutdown"] == "voluntary" and words["reason"] == "task done", words
+    assert (words["shutdown"], words["reason"]) == ("voluntary", "task done"), words
     assert (words["progress"], words["checkpoint"]) == (1000, "s3://bucket/run-7/step-1000")
     assert words["spend"] == {"cost": "0.001", "tokens": 18000}
     lease = apiserver.lease(NAMESPACE, LEASE)
