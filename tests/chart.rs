@@ -1,7 +1,8 @@
 //! The Helm chart in charts/agent-supervisor: it lints clean and renders what the operator needs
 //! (render, rbac, monitoring), its alerts fire when they should (alerts, with promtool), its objects pass the real API server's validation and Pod Security "restricted"
 //! (admission), and it installs, grants exactly enough, and uninstalls (install); the operator
-//! works with exactly those permissions (operator).
+//! works with exactly those permissions (operator); supervising agent-sandbox Sandboxes adds
+//! exactly their permissions and flag, and is off by default (sandboxes).
 
 mod support;
 
@@ -19,6 +20,8 @@ mod operator;
 mod rbac;
 #[path = "chart/render.rs"]
 mod render;
+#[path = "chart/sandboxes.rs"]
+mod sandboxes;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

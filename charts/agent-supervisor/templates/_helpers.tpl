@@ -122,6 +122,18 @@ modes cannot drift apart.
   resources: ["roles", "rolebindings"]
   verbs: ["get", "list", "watch", "create"]
 {{- end }}
+{{- if .Values.sandboxes.enabled }}
+# sandboxes.enabled: an Agent with spec.sandboxRef supervises an agent-sandbox Sandbox. The
+# operator reads it, patches its spec.operatingMode (Suspended to stop, Running to restart) and
+# an annotation saying it suspended it; it marks the Sandbox's pod as an attempt with labels and
+# annotations (patch) and deletes it to restart it (the Sandbox's controller makes the next).
+- apiGroups: ["agents.x-k8s.io"]
+  resources: ["sandboxes"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["patch"]
+{{- end }}
 {{- end }}
 
 {{/*
