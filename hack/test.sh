@@ -22,7 +22,8 @@ if [[ -z "${TEST_KUBECONFIG:-}" ]]; then
   dir="$REPO_ROOT/target/test-cluster"
   trap 'hack/cluster.sh down --dir "$dir"' EXIT
   # --owner-pid: even if this script is killed, the cluster does not outlive it.
-  hack/cluster.sh up --dir "$dir" --owner-pid $$
+  # With agent-sandbox (its CRDs and controller): the Sandboxes the operator supervises.
+  AGENT_SANDBOX=1 hack/cluster.sh up --dir "$dir" --owner-pid $$
   export TEST_KUBECONFIG="$dir/kubeconfig"
 fi
 export KUBECONFIG="$TEST_KUBECONFIG"

@@ -116,6 +116,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         status_interval: args.status_interval.0,
         round_trips,
         manage_agent_rbac: args.manage_agent_rbac,
+        sandboxes: args.sandboxes,
         ..controller::Config::default()
     };
     if args.leader_elect {

@@ -94,6 +94,8 @@ pub fn agent(heartbeat: bool) -> AgentFacts {
         template_hash: TEMPLATE_HASH.to_string(),
         restart_requested: Some("2025-05-30T09:00:00Z".to_string()),
         reset_requested: None,
+        blocked: None,
+        sandbox: None,
     }
 }
 

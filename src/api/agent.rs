@@ -59,8 +59,19 @@ use super::{AgentStatus, PodTemplate};
 #[schemars(transform = agent_spec_rules)]
 pub struct AgentSpec {
     /// The agent's pod. The operator creates one pod from it per attempt, with
-    /// `restartPolicy: Never`: the operator, not the kubelet, decides about restarts.
+    /// `restartPolicy: Never`: the operator, not the kubelet, decides about restarts. Exactly
+    /// one of `template` and `sandboxRef`.
+    #[serde(default, skip_serializing_if = "PodTemplate::is_unset")]
     pub template: PodTemplate,
+
+    /// An agent-sandbox `Sandbox` in this namespace to supervise in place of a template: its
+    /// pods are the Sandbox's (its template must say `restartPolicy: Never`), each end is
+    /// recorded, and a restart deletes the ended pod when due so that the Sandbox's controller
+    /// makes the next; stopping sets its `operatingMode` to `Suspended`. Cannot be changed, nor
+    /// combined with `heartbeat` or `volumeClaimTemplates` (the Sandbox's own claims keep its
+    /// volumes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_ref: Option<SandboxReference>,
 
     /// The RestartPolicy in this namespace that governs restarts. When omitted: the namespace's
     /// RestartPolicy named `default` if there is one, else the built-in defaults. When named but
@@ -91,14 +102,47 @@ pub struct AgentSpec {
 }
 
 fn agent_spec_rules(schema: &mut schemars::Schema) {
-    super::duration::add_rule(
-        schema,
+    let rules = [
         serde_json::json!({
-            "rule": "!has(self.agentContainer) || self.template.spec.containers.exists(c, c.name == self.agentContainer)",
+            "rule": "!has(self.agentContainer) || !has(self.template) || self.template.spec.containers.exists(c, c.name == self.agentContainer)",
             "message": "agentContainer must name one of the template's containers",
             "fieldPath": ".agentContainer",
         }),
-    );
+        serde_json::json!({
+            "rule": "has(self.template) != has(self.sandboxRef)",
+            "message": "give exactly one of template (a pod the operator makes) and sandboxRef (a Sandbox it supervises)",
+            "reason": "FieldValueInvalid",
+        }),
+        serde_json::json!({
+            "rule": "!has(self.sandboxRef) || !has(self.heartbeat)",
+            "message": "heartbeat is not supported with sandboxRef yet",
+            "fieldPath": ".heartbeat",
+            "reason": "FieldValueForbidden",
+        }),
+        serde_json::json!({
+            "rule": "!has(self.sandboxRef) || !has(self.volumeClaimTemplates)",
+            "message": "volumeClaimTemplates cannot be used with sandboxRef: the Sandbox's own volumeClaimTemplates keep its volumes",
+            "fieldPath": ".volumeClaimTemplates",
+            "reason": "FieldValueForbidden",
+        }),
+        serde_json::json!({
+            "rule": "has(self.sandboxRef) == has(oldSelf.sandboxRef) && (!has(self.sandboxRef) || self.sandboxRef.name == oldSelf.sandboxRef.name)",
+            "message": "sandboxRef cannot be added, removed or changed: make a new Agent",
+            "fieldPath": ".sandboxRef",
+            "reason": "FieldValueForbidden",
+        }),
+    ];
+    for rule in rules {
+        super::duration::add_rule(schema, rule);
+    }
+}
+
+/// Names an agent-sandbox `Sandbox` (`agents.x-k8s.io`) in the Agent's own namespace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SandboxReference {
+    /// The Sandbox's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
 }
 
 /// Names a RestartPolicy in the Agent's own namespace.

@@ -10,6 +10,7 @@ pub mod outage;
 mod policy;
 mod reference;
 mod resume;
+pub mod sandbox;
 mod spend;
 mod template;
 pub mod wire;

@@ -27,6 +27,13 @@ impl PodTemplate {
     }
 }
 
+impl PodTemplate {
+    /// Not given: the empty template (an Agent with `sandboxRef` has none).
+    pub fn is_unset(&self) -> bool {
+        &*self.0 == "{}"
+    }
+}
+
 impl From<PodTemplateSpec> for PodTemplate {
     fn from(template: PodTemplateSpec) -> Self {
         let json = serde_json::to_string(&template).expect("a pod template encodes as JSON");

@@ -36,15 +36,22 @@ pub async fn gather(
     let status = agent.status.clone().unwrap_or_default();
     let annotation = |key: &str| agent.annotations().get(key).cloned();
 
-    let pod = current_pod(agent, ctx, status.attempt, source).await?;
+    let (pod, blocked) = match &agent.spec.sandbox_ref {
+        Some(sandbox) => {
+            super::sandbox::gather(agent, &sandbox.name, ctx, status.attempt, source).await?
+        }
+        None => (current_pod(agent, ctx, status.attempt, source).await?, None),
+    };
     let agent_container = agent.spec.agent_container.as_deref();
     let pod = pod
         .as_ref()
         .map(|p| super::facts::pod_facts(p, agent_container));
-    // A pod newer than the status knows: the one before it says how that attempt ended.
+    // A pod newer than the status knows: the one before it says how that attempt ended. (A
+    // Sandbox has one pod at a time: the one before is gone.)
     let previous = pod
         .as_ref()
         .filter(|p| status.attempt > 0 && p.attempt > status.attempt)
+        .filter(|_| agent.spec.sandbox_ref.is_none())
         .and_then(|_| last_known(agent, ctx, status.attempt))
         .map(|p| super::facts::pod_facts(&p, agent_container));
     let lease = match (&agent.spec.heartbeat, source) {
@@ -72,6 +79,8 @@ pub async fn gather(
             template_hash: template_hash(agent),
             restart_requested: annotation(RESTART_REQUESTED_ANNOTATION),
             reset_requested: annotation(RESET_REQUESTED_ANNOTATION),
+            blocked,
+            sandbox: agent.spec.sandbox_ref.as_ref().map(|r| r.name.clone()),
         },
         status,
         policy: resolve_policy_confirmed(agent, ctx).await?,

@@ -68,39 +68,14 @@ pub fn pod(agent: &Agent, new: &NewPod, template_hash: &str) -> Pod {
     let name = agent.name_any();
     let template = agent.spec.template.get();
     let template_meta = template.metadata.clone().unwrap_or_default();
-
     let mut labels = template_meta.labels.unwrap_or_default();
-    labels.insert(AGENT_LABEL.to_string(), name.clone());
-    labels.insert(ATTEMPT_LABEL.to_string(), new.attempt.to_string());
-    if let Some(uid) = &agent.metadata.uid {
-        labels.insert(AGENT_UID_LABEL.to_string(), uid.clone());
-    }
     let mut annotations = template_meta.annotations.unwrap_or_default();
-    annotations.insert(
-        TEMPLATE_HASH_ANNOTATION.to_string(),
-        template_hash.to_string(),
-    );
-    // What the pod was created for: a lost status write is repaired from it.
-    let origin = &new.origin;
-    for (key, value) in [
-        (
-            TRIGGER_ANNOTATION,
-            origin.trigger.map(|t| t.as_str().to_string()),
-        ),
-        (HANDLED_RESTART_ANNOTATION, origin.handled_restart.clone()),
-        (HANDLED_RESET_ANNOTATION, origin.handled_reset.clone()),
-        (
-            crate::api::HANDLED_GROUP_RESET_ANNOTATION,
-            origin.handled_group_reset.clone(),
-        ),
-        (
-            crate::api::RESUMED_FROM_ANNOTATION,
-            origin.checkpoint.clone(),
-        ),
-    ] {
+    let (own_labels, own_annotations) = attempt_metadata_with(agent, new, template_hash);
+    labels.extend(own_labels);
+    for (key, value) in own_annotations {
         match value {
-            Some(value) => annotations.insert(key.to_string(), value),
-            None => annotations.remove(key),
+            Some(value) => annotations.insert(key, value),
+            None => annotations.remove(&key),
         };
     }
 
@@ -144,6 +119,52 @@ pub fn pod(agent: &Agent, new: &NewPod, template_hash: &str) -> Pod {
         spec: Some(spec),
         status: None,
     }
+}
+
+/// The labels and annotations that make a pod attempt `new` of `agent` (an annotation `None`:
+/// absent): the agent, its uid and the attempt; the template hash and what the pod was created
+/// for, from which a lost status write is repaired. On the operator's own pods and on the
+/// Sandbox pods it adopts.
+pub fn attempt_metadata(
+    agent: &Agent,
+    new: &NewPod,
+) -> (BTreeMap<String, String>, BTreeMap<String, Option<String>>) {
+    attempt_metadata_with(agent, new, &template_hash(agent))
+}
+
+fn attempt_metadata_with(
+    agent: &Agent,
+    new: &NewPod,
+    template_hash: &str,
+) -> (BTreeMap<String, String>, BTreeMap<String, Option<String>>) {
+    let mut labels = BTreeMap::new();
+    labels.insert(AGENT_LABEL.to_string(), agent.name_any());
+    labels.insert(ATTEMPT_LABEL.to_string(), new.attempt.to_string());
+    if let Some(uid) = &agent.metadata.uid {
+        labels.insert(AGENT_UID_LABEL.to_string(), uid.clone());
+    }
+    let origin = &new.origin;
+    let annotations = [
+        (TEMPLATE_HASH_ANNOTATION, Some(template_hash.to_string())),
+        (
+            TRIGGER_ANNOTATION,
+            origin.trigger.map(|t| t.as_str().to_string()),
+        ),
+        (HANDLED_RESTART_ANNOTATION, origin.handled_restart.clone()),
+        (HANDLED_RESET_ANNOTATION, origin.handled_reset.clone()),
+        (
+            crate::api::HANDLED_GROUP_RESET_ANNOTATION,
+            origin.handled_group_reset.clone(),
+        ),
+        (
+            crate::api::RESUMED_FROM_ANNOTATION,
+            origin.checkpoint.clone(),
+        ),
+    ]
+    .into_iter()
+    .map(|(key, value)| (key.to_string(), value))
+    .collect();
+    (labels, annotations)
 }
 
 fn agent_env(agent: &Agent, new: &NewPod) -> Vec<EnvVar> {

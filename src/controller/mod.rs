@@ -23,6 +23,7 @@ mod reconcile;
 mod reports;
 pub mod round_trips;
 mod routes;
+mod sandbox;
 mod scope;
 pub(crate) mod slim;
 mod status;
@@ -90,6 +91,8 @@ pub struct Config {
     /// Whether an Agent with a heartbeat gets the identity that renews its Lease
     /// (`--manage-agent-rbac`, see `identity`).
     pub manage_agent_rbac: bool,
+    /// Watch agent-sandbox's Sandboxes, when they are served (`--sandboxes`).
+    pub sandboxes: bool,
 }
 
 impl Default for Config {
@@ -108,6 +111,7 @@ impl Default for Config {
             round_trips: round_trips::RoundTrips::new(writer::STATUS_INTERVAL),
             event_limit: events::LIMIT,
             manage_agent_rbac: true,
+            sandboxes: true,
         }
     }
 }
@@ -124,6 +128,8 @@ pub struct Context {
     pub identity: Option<identity::Stores>,
     pub policies: Store<PolicyObject>,
     pub groups: Store<GroupObject>,
+    /// agent-sandbox's Sandboxes, when they are watched (served, and `--sandboxes`).
+    pub sandboxes: Option<Store<crate::api::sandbox::Sandbox>>,
     pub metrics: Arc<Metrics>,
     /// The restart budget, shared by every scope of the operator.
     pub budget: Arc<budget::Budget>,

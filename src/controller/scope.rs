@@ -23,7 +23,7 @@ use super::{
 };
 use crate::api::AGENT_LABEL;
 
-pub(super) fn api<K>(client: &Client, scope: &Option<String>) -> Api<K>
+pub(crate) fn api<K>(client: &Client, scope: &Option<String>) -> Api<K>
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
     K::DynamicType: Default,
@@ -145,6 +145,7 @@ pub(super) async fn run_scope(
     let gone = Arc::new(GonePods::default());
     let finished = Arc::new(finished::FinishedPods::default());
     let mut forward_pod = forward(pod_tx);
+    let sandbox_pod_tx = agent_trigger_tx.clone();
     let pods = watches.spawn(
         format!("Pods in {within}"),
         api::<CachedPod>(&client, &scope),
@@ -160,6 +161,11 @@ pub(super) async fn run_scope(
                         finished.gone(pod);
                         gone.keep(pod.clone());
                     }
+                }
+                // A Sandbox's pod is owned by the Sandbox: routed by its agent label.
+                let (Change::Applied(pod) | Change::Deleted(pod)) = &change;
+                if let Some(agent) = super::sandbox::agent_of(pod) {
+                    let _ = sandbox_pod_tx.unbounded_send(agent);
                 }
                 forward_pod(change)
             }
@@ -189,6 +195,15 @@ pub(super) async fn run_scope(
         .manage_agent_rbac
         .then(|| identity::watch(&mut watches, &client, &scope, &owned, identity_tx.clone()));
     drop(identity_tx);
+    let sandboxes = super::sandbox::watch(
+        &mut watches,
+        &client,
+        &scope,
+        config.sandboxes,
+        agents.clone(),
+        agent_trigger_tx.clone(),
+    )
+    .await;
 
     // Workers start once every cache holds a full list: a decision on a half-filled cache would
     // see a renewed Lease as missing, or the namespace's default policy as absent.
@@ -201,6 +216,11 @@ pub(super) async fn run_scope(
             leases.wait_until_ready(),
             claims.wait_until_ready(),
             identity::ready(identity.as_ref()),
+            async {
+                if let Some(s) = &sandboxes {
+                    let _ = s.wait_until_ready().await;
+                }
+            },
         );
     };
     tokio::select! {
@@ -227,6 +247,7 @@ pub(super) async fn run_scope(
         identity,
         policies: policies.clone(),
         groups: groups.clone(),
+        sandboxes,
         metrics: config.metrics.clone(),
         budget,
         retries: error::Retries::default(),

@@ -90,6 +90,12 @@ pub struct Args {
     #[arg(long, env = "MANAGE_AGENT_RBAC", default_value_t = true, action = ArgAction::Set)]
     pub manage_agent_rbac: bool,
 
+    /// Supervise agent-sandbox Sandboxes (Agents with `spec.sandboxRef`) when agent-sandbox's
+    /// CRDs are installed: watch Sandboxes, adopt and delete their pods, set their
+    /// operatingMode. False where the operator may not (the chart's `sandboxes.enabled`).
+    #[arg(long, env = "SANDBOXES", default_value_t = true, action = ArgAction::Set)]
+    pub sandboxes: bool,
+
     /// Export agent_supervisor_agent_restarts with a label per agent (unbounded cardinality).
     #[arg(long, env = "PER_AGENT_METRICS", default_value_t = false, action = ArgAction::Set)]
     pub per_agent_metrics: bool,

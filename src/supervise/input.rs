@@ -42,6 +42,19 @@ pub struct AgentFacts {
     pub restart_requested: Option<String>,
     /// The `supervisor.dev/reset-requested-at` annotation.
     pub reset_requested: Option<String>,
+    /// Why the IO shell can start no attempt of this agent for now, if it cannot (the Sandbox
+    /// it supervises is missing or unusable): no pod is started, the rest goes on.
+    pub blocked: Option<Blocked>,
+    /// The Sandbox the agent supervises (`spec.sandboxRef`), whose pods are named after it.
+    pub sandbox: Option<String>,
+}
+
+/// Why no attempt can be started: the Ready condition's reason (and the Event's), and a
+/// message that says what would unblock it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Blocked {
+    pub reason: super::plan::EventReason,
+    pub message: String,
 }
 
 /// Which policy governs the agent.

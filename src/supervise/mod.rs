@@ -20,5 +20,5 @@ pub mod spend;
 
 pub use backoff::stable_hash;
 pub use decide::{Options, SETTLE, decide, decide_with};
-pub use input::{AgentFacts, Input, LeaseFacts, PodFacts, PodOrigin, PolicyResolution};
+pub use input::{AgentFacts, Blocked, Input, LeaseFacts, PodFacts, PodOrigin, PolicyResolution};
 pub use plan::{Event, EventReason, LastFailure, NewPod, Plan, pod_name};

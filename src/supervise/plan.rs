@@ -116,11 +116,19 @@ pub enum EventReason {
     /// The API server refused the next attempt's pod (quota, admission, an invalid template):
     /// no restart until it takes it.
     ReplacementRefused,
+    /// The Sandbox an Agent supervises does not exist.
+    SandboxNotFound,
+    /// The Sandbox's pod template lets the kubelet restart containers in place.
+    SandboxRestartPolicy,
+    /// Someone else suspended the Sandbox: left alone until it runs again.
+    SandboxSuspended,
+    /// Sandboxes are not watched (agent-sandbox is not installed, or `--sandboxes=false`).
+    SandboxesUnavailable,
 }
 
 impl EventReason {
     /// Every reason, in declaration order.
-    pub const ALL: [EventReason; 23] = [
+    pub const ALL: [EventReason; 27] = [
         EventReason::PodCreated,
         EventReason::Crashed,
         EventReason::RestartScheduled,
@@ -144,6 +152,10 @@ impl EventReason {
         EventReason::BudgetExhausted,
         EventReason::BudgetLow,
         EventReason::ReplacementRefused,
+        EventReason::SandboxNotFound,
+        EventReason::SandboxRestartPolicy,
+        EventReason::SandboxSuspended,
+        EventReason::SandboxesUnavailable,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -171,6 +183,10 @@ impl EventReason {
             EventReason::BudgetExhausted => "BudgetExhausted",
             EventReason::BudgetLow => "BudgetLow",
             EventReason::ReplacementRefused => "ReplacementRefused",
+            EventReason::SandboxNotFound => "SandboxNotFound",
+            EventReason::SandboxRestartPolicy => "SandboxRestartPolicy",
+            EventReason::SandboxSuspended => "SandboxSuspended",
+            EventReason::SandboxesUnavailable => "SandboxesUnavailable",
         }
     }
 
@@ -189,6 +205,9 @@ impl EventReason {
                 | EventReason::BudgetExhausted
                 | EventReason::BudgetLow
                 | EventReason::ReplacementRefused
+                | EventReason::SandboxNotFound
+                | EventReason::SandboxRestartPolicy
+                | EventReason::SandboxesUnavailable
         )
     }
 }

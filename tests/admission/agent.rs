@@ -12,7 +12,35 @@ async fn invalid_agents_are_rejected() {
     let agent = |spec: Value| json!({ "apiVersion": "supervisor.dev/v1alpha1", "kind": "Agent", "metadata": { "name": "a" }, "spec": spec });
     let template = json!({ "spec": { "containers": [{ "name": "agent", "image": "busybox" }] } });
     let cases = [
-        (json!({}), vec!["spec.template", "Required value"]),
+        (
+            json!({}),
+            vec![
+                "spec",
+                "give exactly one of template (a pod the operator makes) and sandboxRef",
+            ],
+        ),
+        (
+            json!({ "template": template, "sandboxRef": { "name": "box" } }),
+            vec!["spec", "give exactly one of template"],
+        ),
+        (
+            json!({ "sandboxRef": { "name": "box" }, "heartbeat": { "timeout": "1m" } }),
+            vec![
+                "spec.heartbeat",
+                "heartbeat is not supported with sandboxRef yet",
+            ],
+        ),
+        (
+            json!({ "sandboxRef": { "name": "box" }, "volumeClaimTemplates": [{ "metadata": { "name": "data" }, "spec": {} }] }),
+            vec![
+                "spec.volumeClaimTemplates",
+                "the Sandbox's own volumeClaimTemplates",
+            ],
+        ),
+        (
+            json!({ "sandboxRef": { "name": "" } }),
+            vec!["spec.sandboxRef.name"],
+        ),
         (
             json!({ "template": { "spec": {} } }),
             vec!["spec.template.spec.containers", "Required value"],
@@ -119,4 +147,46 @@ async fn names_an_agent_cannot_run_under_are_refused_and_free_text_is_bounded() 
     write("r".repeat(256), "é".repeat(1024))
         .await
         .expect("the longest reason and message are accepted");
+}
+
+#[tokio::test]
+async fn a_sandbox_agent_is_accepted_and_its_sandbox_ref_never_changes() {
+    let ns = setup().await;
+    let agents: Api<Agent> = Api::namespaced(ns.client.clone(), &ns.name);
+    let agent = json!({ "apiVersion": "supervisor.dev/v1alpha1", "kind": "Agent", "metadata": { "name": "boxed" }, "spec": { "sandboxRef": { "name": "box" } } });
+    create_raw::<Agent>(&ns, agent)
+        .await
+        .expect("an Agent with sandboxRef alone is accepted");
+    let made = agents.get("boxed").await.expect("read back");
+    assert_eq!(
+        made.spec.sandbox_ref.map(|r| r.name).as_deref(),
+        Some("box")
+    );
+    assert!(made.spec.template.is_unset(), "no template of its own");
+    let template = json!({ "spec": { "containers": [{ "name": "agent", "image": "busybox" }] } });
+    for (patch, field) in [
+        (
+            json!({ "spec": { "sandboxRef": { "name": "other" } } }),
+            "spec.sandboxRef",
+        ),
+        (
+            json!({ "spec": { "sandboxRef": null, "template": template } }),
+            "spec.sandboxRef",
+        ),
+    ] {
+        let refused = agents
+            .patch(
+                "boxed",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .expect_err("a changed sandboxRef is refused");
+        let message = refused.to_string();
+        assert!(message.contains(field), "{patch}: {message}");
+        assert!(
+            message.contains("sandboxRef cannot be added, removed or changed"),
+            "{message}"
+        );
+    }
 }

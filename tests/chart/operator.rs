@@ -40,7 +40,13 @@ async fn charts_rbac_is_enough_for_the_operator() {
         http::HeaderValue::from_static(RBAC_PROBE_USER_AGENT),
     ));
     let client = Client::try_from(config).expect("impersonating client");
-    let operator = support::Operator::start_with(client, &watched.name);
+    // As the chart runs it: without Sandboxes (sandboxes.enabled is false by default).
+    let config = agent_supervisor::controller::Config {
+        namespaces: vec![watched.name.clone()],
+        sandboxes: false,
+        ..Default::default()
+    };
+    let operator = support::Operator::start_with_config(client, config);
 
     // On its own task, so that when a step times out the refusals below still explain why.
     let watched = Arc::new(watched);

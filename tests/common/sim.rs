@@ -41,6 +41,8 @@ impl Sim {
                     template_hash: "h1".to_string(),
                     restart_requested: None,
                     reset_requested: None,
+                    blocked: None,
+                    sandbox: None,
                 },
                 status: AgentStatus::default(),
                 policy,

@@ -101,6 +101,8 @@ async fn operator_without_leases(ns: &TestNamespace) -> (Operator, Arc<Health>, 
     let config = Config {
         health: health.clone(),
         metrics: metrics.clone(),
+        // Its ServiceAccount may not watch Sandboxes either: only the Lease watch is tried.
+        sandboxes: false,
         ..Config::default()
     };
     let operator = Operator::start_with_config(client, config_for(ns, config));

@@ -21,6 +21,7 @@ pub(super) fn agent(suspend: bool, status: Option<AgentStatus>) -> Agent {
             agent_container: None,
             heartbeat: None,
             volume_claim_templates: Vec::new(),
+            sandbox_ref: None,
         },
     );
     agent.status = status;

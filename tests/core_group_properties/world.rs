@@ -64,6 +64,7 @@ impl World {
                         agent_container: None,
                         heartbeat: None,
                         volume_claim_templates: Vec::new(),
+                        sandbox_ref: None,
                     },
                 );
                 agents.insert(name, agent);

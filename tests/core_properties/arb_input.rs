@@ -111,6 +111,8 @@ pub(crate) fn arb_input() -> BoxedStrategy<Input> {
                         template_hash,
                         restart_requested,
                         reset_requested,
+                        blocked: None,
+                        sandbox: None,
                     },
                     status,
                     policy,

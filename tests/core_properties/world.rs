@@ -40,6 +40,8 @@ impl World {
                     template_hash: "h0".to_string(),
                     restart_requested: None,
                     reset_requested: None,
+                    blocked: None,
+                    sandbox: None,
                 },
                 status: AgentStatus::default(),
                 policy: PolicyResolution::Named("walk".to_string(), policy.clone()),

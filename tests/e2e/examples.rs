@@ -3,6 +3,7 @@
 mod budget;
 mod checkpointing;
 mod outage;
+mod sandbox;
 mod sdk;
 mod team;
 
@@ -65,6 +66,7 @@ async fn every_example_is_covered_here() {
         "python-agent/Dockerfile",
         "python-agent/agent.py",   // run by sdk/python/tests/test_examples.py
         "python-agent/agent.yaml", // tested in tests/e2e/examples/sdk.rs
+        "sandbox-agent.yaml",      // tested in tests/e2e/examples/sandbox.rs
         "shutdown-economic.yaml",
         "shutdown-voluntary.yaml",
     ];

@@ -10,4 +10,6 @@ mod monitor;
 
 mod agents;
 mod install;
+mod sandbox_restart;
+mod sandboxes;
 mod sdk;

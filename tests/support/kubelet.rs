@@ -19,7 +19,7 @@ pub const REACT: Duration = Duration::from_secs(60);
 impl TestNamespace {
     pub async fn create_agent(&self, name: &str, spec: Value) -> Agent {
         let mut spec = spec;
-        if spec.get("template").is_none() {
+        if spec.get("template").is_none() && spec.get("sandboxRef").is_none() {
             spec["template"] = json!({ "spec": { "containers": [{ "name": "agent", "image": "example.invalid/agent:1" }] } });
         }
         let agent: Agent = serde_json::from_value(json!({
@@ -97,6 +97,14 @@ impl TestNamespace {
             .get()
             .spec
             .and_then(|spec| spec.containers.first().map(|c| c.name.clone()))
+            // A Sandbox's: the tests' Sandboxes name their one container `agent`.
+            .or_else(|| {
+                current
+                    .spec
+                    .sandbox_ref
+                    .as_ref()
+                    .map(|_| "agent".to_string())
+            })
             .expect("the template has a container");
         let flip = if current.spec.agent_container.is_some() {
             Value::Null

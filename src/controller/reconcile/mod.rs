@@ -83,6 +83,7 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
         Err(wait) => return Ok(Done::Then(wait)),
     };
     let (plan, unset) = (&d.plan, AgentStatus::default());
+    let sandbox = d.agent.spec.sandbox_ref.as_ref().map(|r| r.name.clone());
     let before = d.before().unwrap_or(&unset);
     log_decision(plan);
     // Act: nothing running is deleted before its replacement is known to be creatable, and a
@@ -97,7 +98,11 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
         record::write(&d.written, plan, d.at, ctx).await?;
         events::publish(&d.agent, plan, ctx);
         ctx.metrics.observe(before, plan, now);
-        delete_pod(&pods, kill, ctx).await?;
+        match &sandbox {
+            // Deleted, its pod would be made again at once: the Sandbox is suspended instead.
+            Some(sandbox) => super::sandbox::suspend(&d.agent, sandbox, ctx).await?,
+            None => delete_pod(&pods, kill, ctx).await?,
+        }
         return Ok(Done::Then(d.waiting.unwrap_or_else(|| requeue(plan, now))));
     }
     if let Some(kill) = &plan.delete_pod {
@@ -111,7 +116,10 @@ async fn decide_and_act(agent: &Agent, ctx: &Context) -> Result<Done, Error> {
     }
     // Record, then tell: the Events follow without holding up the next reconcile.
     let recorded = record::record(&d.written, plan, d.watched, d.at, ctx).await?;
-    prune(&d, &recorded, &pods, ctx);
+    match &sandbox {
+        Some(sandbox) => super::sandbox::settle(&d.agent, sandbox, plan.status.phase, ctx).await,
+        None => prune(&d, &recorded, &pods, ctx),
+    }
     events::publish(&d.agent, plan, ctx);
     ctx.metrics.observe(before, plan, now);
     Ok(next(d, recorded, now))
@@ -160,6 +168,10 @@ async fn validate_replacement(
     ctx: &Context,
 ) -> Result<(), Error> {
     let plan = &d.plan;
+    if d.agent.spec.sandbox_ref.is_some() {
+        // The Sandbox's controller makes its pods: there is nothing of the operator's to try.
+        return Ok(());
+    }
     let (Some(_), Some(next)) = (
         &plan.delete_pod,
         plan.validate_pod.as_ref().or(plan.create_pod.as_ref()),
@@ -177,12 +189,27 @@ async fn validate_replacement(
 async fn write_ahead(d: &Decision<'_>, ctx: &Context) -> Result<Option<Agent>, Error> {
     let unset = AgentStatus::default();
     let on_server = d.on_server().unwrap_or(&unset);
-    if d.plan.create_pod.is_none() || !reports_unwritten(on_server, &d.plan.status) {
+    let Some(new) = &d.plan.create_pod else {
+        return Ok(None);
+    };
+    // A Sandbox's restart deletes the ended attempt's pod: its end is written first.
+    let sandbox_end = |s: &AgentStatus| {
+        d.agent.spec.sandbox_ref.is_some()
+            && new.attempt > 1
+            && !on_server
+                .restart_history
+                .iter()
+                .any(|r| r.attempt + 1 == new.attempt)
+            && s.restart_history
+                .iter()
+                .any(|r| r.attempt + 1 == new.attempt)
+    };
+    if !reports_unwritten(on_server, &d.plan.status) && !sandbox_end(&d.plan.status) {
         return Ok(None);
     }
     let now = jiff::Timestamp::now();
     let ahead = decision::without_restart(d, ctx, now, Source::Cache).await?;
-    if !reports_unwritten(on_server, &ahead.status) {
+    if !reports_unwritten(on_server, &ahead.status) && !sandbox_end(&ahead.status) {
         return Ok(None);
     }
     let Some(written) = record::write(&d.written, &ahead, d.at, ctx).await? else {
@@ -213,6 +240,13 @@ async fn create(d: &Decision<'_>, pods: &Api<Pod>, ctx: &Context) -> Result<Opti
         return Ok(None);
     };
     let namespace = d.agent.namespace().unwrap_or_default();
+    if let Some(sandbox) = &d.agent.spec.sandbox_ref {
+        if let Err(e) = super::sandbox::start(&d.agent, &sandbox.name, new, ctx).await {
+            events::warn_user(&d.agent, &e, ctx);
+            return Err(e);
+        }
+        return Ok(None);
+    }
     if let Err(e) = ensure_owned_objects(&d.agent, ctx).await {
         events::warn_user(&d.agent, &e, ctx);
         return Err(e);
@@ -245,7 +279,7 @@ async fn repair(d: &Decision<'_>, ctx: &Context) -> Result<(), Error> {
         d.plan.status.phase,
         Some(crate::api::Phase::Pending | crate::api::Phase::Running)
     );
-    if live && d.plan.create_pod.is_none() {
+    if live && d.plan.create_pod.is_none() && d.agent.spec.sandbox_ref.is_none() {
         identity::ensure(&d.agent, ctx, false).await?;
     }
     Ok(())

@@ -122,7 +122,7 @@ impl<'a> Decider<'a> {
         }
         // A missing policy blocks creates, nothing else: suspend, kills and the recording of
         // failures go on (under the built-in policy) while it is missing.
-        self.creates_blocked = !self.resolve_policy();
+        self.creates_blocked = !self.resolve_policy() | self.input.agent.blocked.is_some();
         // A lowered historyLimit applies at once, not at the next restart.
         self.s.restart_history.truncate(self.history_limit());
         let pod = self.current_pod();

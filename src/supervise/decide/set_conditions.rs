@@ -58,7 +58,14 @@ impl Decider<'_> {
             reason: &reason,
             message: &message,
         };
-        self.set_condition(desired);
+        let changed = self.set_condition(desired);
+        // What blocks every start is said once, when the agent comes to wait for it.
+        if let Some(blocked) = &self.input.agent.blocked
+            && changed
+            && reason == blocked.reason.as_str()
+        {
+            self.event(blocked.reason, blocked.message.clone());
+        }
 
         self.plan.status = self.s;
         self.plan
@@ -88,7 +95,11 @@ impl Decider<'_> {
             Some(Phase::Running) if pod_ready => (true, Some("PodReady")),
             Some(Phase::Running) => (false, Some("PodNotReady")),
             Some(Phase::Pending | Phase::BackingOff) | None if self.waiting_for_policy() => {
-                (false, Some("PolicyNotFound"))
+                match &self.input.agent.blocked {
+                    // A missing policy is said in its own condition (PolicyResolved).
+                    Some(blocked) if self.policy_found() => (false, Some(blocked.reason.as_str())),
+                    _ => (false, Some("PolicyNotFound")),
+                }
             }
             Some(Phase::Pending) | None => (false, Some("PodPending")),
             Some(Phase::BackingOff) => (false, Some("BackingOff")),
@@ -99,7 +110,12 @@ impl Decider<'_> {
         }
     }
 
-    /// No pod runs, and none may be created until the named policy exists.
+    fn policy_found(&self) -> bool {
+        !matches!(self.input.policy, PolicyResolution::Missing(_))
+    }
+
+    /// No pod runs, and none may be created until the named policy exists (or, with
+    /// `blocked`, until what blocks it is gone).
     fn waiting_for_policy(&self) -> bool {
         let live = self
             .input
@@ -111,6 +127,15 @@ impl Decider<'_> {
 
     pub(super) fn ready_message(&self) -> String {
         let pod = self.s.pod_name.as_deref().unwrap_or("");
+        if let (Some(blocked), true) = (&self.input.agent.blocked, self.waiting_for_policy())
+            && self.policy_found()
+            && matches!(
+                self.s.phase,
+                Some(Phase::Pending | Phase::BackingOff) | None
+            )
+        {
+            return blocked.message.clone();
+        }
         if let (PolicyResolution::Missing(name), true) =
             (&self.input.policy, self.waiting_for_policy())
             && matches!(

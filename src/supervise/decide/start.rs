@@ -121,7 +121,9 @@ impl Decider<'_> {
     fn new_pod(&self, trigger: Option<Trigger>, restart_count: u32) -> NewPod {
         let attempt = self.s.attempt.saturating_add(1);
         NewPod {
-            name: pod_name(&self.input.agent.name, attempt),
+            // A Sandbox's pods are all named after it.
+            name: (self.input.agent.sandbox.clone())
+                .unwrap_or_else(|| pod_name(&self.input.agent.name, attempt)),
             attempt,
             restart_count,
             last_failure_reason: self.s.last_failure.as_ref().map(|f| f.reason),
