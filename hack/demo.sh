@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The demonstration: a local control plane with fake nodes and a real one, the operator
 # installed by its chart from its own image on the real node, and the examples — agents that
-# crash, back off, trip the breaker, shut down, run out of budget and recover, and a LangGraph
-# agent (examples/langgraph-agent) in a real container that crashes and resumes at its node.
+# crash, back off, trip the breaker, shut down, run out of budget and recover, a LangGraph agent
+# (examples/langgraph-agent) in a real container that crashes and resumes at its node, and an
+# agent-sandbox Sandbox whose crashing pod is backed off and trips the breaker.
 # With REAL_NODE=0 (no real node) the operator runs from source as a process and the LangGraph
 # agent's program runs beside its pods (hack/podrun.py).
 #
@@ -22,7 +23,8 @@ watch_for=${DEMO_SECONDS:-75}
 if [[ "${KEEP:-}" != 1 ]]; then
   trap 'hack/cluster.sh down --dir "$dir"' EXIT
 fi
-hack/cluster.sh up --dir "$dir"
+# With agent-sandbox's CRDs and controller: the operator supervises a Sandbox too.
+AGENT_SANDBOX=1 hack/cluster.sh up --dir "$dir"
 
 log "building the operator"
 cargo build --quiet --locked --bin agent-supervisor --bin kubectl-agent
@@ -60,7 +62,7 @@ if ((real_node)); then
   helm install agent-supervisor charts/agent-supervisor -n agent-supervisor --skip-crds --wait --timeout 120s \
     --set image.repository=localhost/agent-supervisor --set image.tag=dev --set image.pullPolicy=Never \
     --set-string 'nodeSelector.supervisor\.dev/node=real' --set 'tolerations[0].key=supervisor.dev/node' \
-    --set 'tolerations[0].operator=Exists' --set "watchNamespaces={$ns}" >/dev/null
+    --set 'tolerations[0].operator=Exists' --set "watchNamespaces={$ns}" --set sandboxes.enabled=true >/dev/null
   kubectl get deployment,pods -n agent-supervisor -o wide
   kubectl port-forward -n agent-supervisor deployment/agent-supervisor "$port:8080" "$status_port:8081" \
     >"$dir/logs/port-forward.log" 2>&1 &
@@ -120,6 +122,40 @@ if ((real_node)); then
     {"op": "add", "path": "/spec/template/spec/tolerations",
      "value": [{"key": "supervisor.dev/node", "operator": "Exists"}]}]' |
     kubectl apply -n "$ns" -f -
+  # An agent-sandbox Sandbox whose real container crashes a second after it starts, supervised
+  # by an Agent: backed off 2 s, 4 s, then the breaker opens.
+  echo "\$ kubectl apply -n $ns -f -   # a Sandbox that crashes, and the Agent that supervises it"
+  kubectl apply -n "$ns" -f - <<SANDBOX
+apiVersion: supervisor.dev/v1alpha1
+kind: RestartPolicy
+metadata: {name: sandbox-quick}
+spec:
+  backoff: {type: Exponential, initialDelay: 2s, maxDelay: 30s}
+  circuitBreaker: {failureThreshold: 3, openDuration: 5m}
+---
+apiVersion: agents.x-k8s.io/v1beta1
+kind: Sandbox
+metadata: {name: sandboxed-crasher}
+spec:
+  podTemplate:
+    spec:
+      restartPolicy: Never
+      nodeSelector: {supervisor.dev/node: real}
+      tolerations: [{key: supervisor.dev/node, operator: Exists}]
+      terminationGracePeriodSeconds: 2
+      containers:
+        - name: agent
+          image: localhost/agent-shell:dev
+          imagePullPolicy: Never
+          command: [sh, -c, "sleep 1; echo 'tool server: connection refused' >/dev/termination-log; exit 3"]
+---
+apiVersion: supervisor.dev/v1alpha1
+kind: Agent
+metadata: {name: sandboxed-crasher}
+spec:
+  restartPolicyRef: {name: sandbox-quick}
+  sandboxRef: {name: sandboxed-crasher}
+SANDBOX
 else
   echo "\$ kubectl apply -n $ns -f examples/ -f examples/langgraph-agent/agent.yaml"
   kubectl apply -n "$ns" -f examples/ -f examples/langgraph-agent/agent.yaml
@@ -215,6 +251,12 @@ show() {
   kubectl describe "$1" "$2" -n "$ns" | sed -n '/^Status:/,$p'
 }
 show agent crasher "crashes, backs off, trips the circuit breaker"
+if ((real_node)); then
+  echo
+  echo "\$ kubectl get sandboxes -n $ns"
+  kubectl get sandboxes -n "$ns"
+  show agent sandboxed-crasher "an agent-sandbox Sandbox: its pod crashes, is backed off, trips the breaker"
+fi
 show agent spender "ran out of budget: left alone"
 show agg crew "restarts the tool server and the workers after it; gives up, and the team restarts it"
 show rsp llm-provider "four agents failed with one provider error: one outage, one probe at a time"
@@ -235,6 +277,7 @@ plugin why crasher
 plugin why metered-agent
 plugin history metered-agent
 plugin history crasher
+((real_node)) && plugin history sandboxed-crasher
 plugin tree
 # The player plays the second run until here.
 kill "$player" 2>/dev/null || true

@@ -17,6 +17,8 @@ mod group;
 mod list;
 #[path = "plugin/real_crash.rs"]
 mod real_crash;
+#[path = "plugin/sandbox.rs"]
+mod sandbox;
 #[path = "plugin/spend.rs"]
 mod spend;
 #[path = "plugin/why.rs"]

@@ -199,8 +199,13 @@ pub fn render(agent: &Agent, now: Timestamp, paint: Paint) -> String {
     let status = agent.status.clone().unwrap_or_default();
     let mut out = String::new();
     let phase = status.phase.map(Phase::as_str).unwrap_or("Unknown");
+    // A Sandbox's attempts are its pods, all named after it.
+    let of = match &agent.spec.sandbox_ref {
+        Some(sandbox) => format!(" (Sandbox {})", sandbox.name),
+        None => String::new(),
+    };
     out.push_str(&format!(
-        "Agent {name}: {}, attempt {}, {} restarts, {} failures in a row.\n",
+        "Agent {name}{of}: {}, attempt {}, {} restarts, {} failures in a row.\n",
         paint.phase(phase),
         status.attempt,
         status.restart_count,

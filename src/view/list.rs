@@ -36,6 +36,9 @@ pub struct Row {
     pub pod: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
+    /// The agent-sandbox Sandbox it supervises (`spec.sandboxRef`), whose pods are its attempts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created_at: Option<Time>,
     /// How far the agent has got, if it reports progress (`status.progress.value`).
@@ -101,6 +104,7 @@ pub fn row(agent: &Agent) -> Row {
                 .any(|c| c.type_ == "Ready" && c.reason == "Outage"),
         pod: status.pod_name.clone(),
         group: status.group.as_ref().map(|g| g.name.clone()),
+        sandbox: agent.spec.sandbox_ref.as_ref().map(|r| r.name.clone()),
         created_at: agent.metadata.creation_timestamp.clone(),
         progress: status.progress.as_ref().map(|p| p.value),
         spend: spend::total(agent),
@@ -186,7 +190,10 @@ pub fn render(rows: &[Row], layout: Layout, now: Timestamp, paint: Paint) -> Str
                     .unwrap_or_else(|| "-".into()),
             );
             if layout.wide {
-                cells.push(r.pod.clone().unwrap_or_else(|| "-".into()));
+                cells.push(match (&r.sandbox, &r.pod) {
+                    (Some(sandbox), _) => format!("sandbox/{sandbox}"),
+                    (None, pod) => pod.clone().unwrap_or_else(|| "-".into()),
+                });
                 cells.push(r.group.clone().unwrap_or_else(|| "-".into()));
                 cells.push(
                     r.last_failure_message
