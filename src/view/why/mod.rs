@@ -5,6 +5,7 @@
 //! fetched by the caller, so every case is tested without a cluster.
 
 mod running;
+mod sandbox;
 mod stopped;
 mod waiting;
 
@@ -110,29 +111,7 @@ pub fn explain(facts: &Facts) -> Why {
         return with_context(why, facts, &status);
     }
 
-    if let Some(sandbox) = &agent.spec.sandbox_ref
-        && let Some(ready) = status.conditions.iter().find(|c| c.type_ == "Ready")
-        && ready.reason.starts_with("Sandbox")
-        && !matches!(status.phase, Some(Phase::Running))
-    {
-        let sandbox = &sandbox.name;
-        why.happened = format!(
-            "Agent {name} supervises Sandbox {sandbox}: {}.",
-            ready.message
-        );
-        why.next = "The operator starts no attempt until that changes.".to_string();
-        why.action = match ready.reason.as_str() {
-            "SandboxRestartPolicy" => format!(
-                "Set spec.podTemplate.spec.restartPolicy: Never in Sandbox {sandbox} (its next pod takes it):"
-            ),
-            "SandboxNotFound" => format!("Create Sandbox {sandbox} in namespace {namespace}:"),
-            "SandboxSuspended" => format!("Set Sandbox {sandbox}'s spec.operatingMode back to Running:"),
-            _ => "Install agent-sandbox, or run the operator with --sandboxes=true (chart: sandboxes.enabled=true).".to_string(),
-        };
-        why.command = match ready.reason.as_str() {
-            "SandboxesUnavailable" => None,
-            _ => Some(format!("kubectl edit sandbox {sandbox} -n {namespace}")),
-        };
+    if sandbox::blocked(agent, &status, &mut why) {
         return with_context(why, facts, &status);
     }
     let c = Context::of(facts, name, namespace, status);
