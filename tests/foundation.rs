@@ -236,7 +236,15 @@ fn a_second_make_tools_builds_nothing() {
         .expect("run hack/tools.sh");
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "hack/tools.sh failed:\n{log}");
-    let tools = ["etcd", "kwok", "helm", "prometheus", "kubernetes", "node"];
+    let tools = [
+        "etcd",
+        "kwok",
+        "helm",
+        "prometheus",
+        "kubernetes",
+        "agent-sandbox",
+        "node",
+    ];
     for tool in tools {
         assert!(
             log.contains(&format!("==> {tool} v")) && !log.contains(&format!("{tool}: ")),

@@ -108,7 +108,7 @@ fn outages(agent: &Agent, ctx: &Context) -> Vec<crate::api::Outage> {
 }
 
 /// The object `name`, if it exists.
-async fn read<K>(api: &Api<K>, name: &str) -> Result<Option<K>, GatherError>
+pub(super) async fn read<K>(api: &Api<K>, name: &str) -> Result<Option<K>, GatherError>
 where
     K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {

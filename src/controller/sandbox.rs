@@ -16,7 +16,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 use super::error::{ActError, Error, GatherError, is_not_found};
-use super::gather::Source;
+use super::gather::{Source, read};
 use super::slim::CachedPod;
 use super::watch::{Change, Watches};
 use super::{AgentObject, Context, FIELD_MANAGER, manifests};
@@ -162,16 +162,6 @@ fn attempt_of(pod: &Pod) -> Option<u32> {
     pod.labels()
         .get(crate::api::ATTEMPT_LABEL)
         .and_then(|a| a.parse().ok())
-}
-
-async fn read<K>(api: &Api<K>, name: &str) -> Result<Option<K>, GatherError>
-where
-    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    api.get_opt(name).await.map_err(|source| GatherError {
-        what: format!("{} {name}", K::kind(&())),
-        source,
-    })
 }
 
 /// Starts attempt `new` in the Sandbox `agent` supervises: resumes the Sandbox if the operator

@@ -64,6 +64,8 @@ async fn only_the_leader_acts_and_a_standby_takes_over() {
         format!("--leader-election-namespace={}", release.name),
         format!("--leader-election-lease-name={RELEASE}"),
         format!("--leader-election-lease-duration={LEASE_SECONDS}"),
+        // As the chart runs it by default: its RBAC grants nothing on Sandboxes.
+        "--sandboxes=false".to_string(),
     ];
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut a = OperatorProcess::start(&kubeconfig, "replica-a", &args);
