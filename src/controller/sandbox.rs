@@ -148,14 +148,18 @@ async fn attempt_pod(
     }))
 }
 
-/// Whether `pod` is the Sandbox's, adopted by this Agent.
-fn ours(agent: &Agent, sandbox: &Sandbox, pod: &Pod) -> bool {
-    let of_sandbox = sandbox
+/// Whether `pod` is the Sandbox's own (its controller owner).
+fn of_sandbox(sandbox: &Sandbox, pod: &Pod) -> bool {
+    sandbox
         .metadata
         .uid
         .as_deref()
-        .is_some_and(|uid| manifests::controlled_by_uid(pod.owner_references(), uid));
-    of_sandbox && pod.labels().get(AGENT_UID_LABEL) == agent.metadata.uid.as_ref()
+        .is_some_and(|uid| manifests::controlled_by_uid(pod.owner_references(), uid))
+}
+
+/// Whether `pod` is the Sandbox's, adopted by this Agent.
+fn ours(agent: &Agent, sandbox: &Sandbox, pod: &Pod) -> bool {
+    of_sandbox(sandbox, pod) && pod.labels().get(AGENT_UID_LABEL) == agent.metadata.uid.as_ref()
 }
 
 fn attempt_of(pod: &Pod) -> Option<u32> {
@@ -190,14 +194,7 @@ pub async fn start(agent: &Agent, sandbox: &str, new: &NewPod, ctx: &Context) ->
                 what: format!("pod {sandbox}"),
                 source,
             })?;
-        let of_sandbox = pod.as_ref().filter(|p| {
-            found
-                .metadata
-                .uid
-                .as_deref()
-                .is_some_and(|uid| manifests::controlled_by_uid(p.owner_references(), uid))
-        });
-        match of_sandbox {
+        match pod.as_ref().filter(|p| of_sandbox(&found, p)) {
             Some(pod) if ours(agent, &found, pod) && attempt_of(pod) == Some(new.attempt) => {
                 return Ok(());
             }
@@ -243,7 +240,7 @@ pub async fn start(agent: &Agent, sandbox: &str, new: &NewPod, ctx: &Context) ->
 
 /// Makes `pod`, fresh from the Sandbox's controller, attempt `new`: the labels and annotations
 /// an Agent's own pod of that attempt carries, on the pod as read (a pod changed meanwhile is
-/// refused by its resourceVersion, and looked at again).
+/// refused by its resourceVersion: the start fails and is tried again).
 async fn adopt(agent: &Agent, pods: &Api<Pod>, pod: &Pod, new: &NewPod) -> Result<(), Error> {
     let (labels, annotations) = manifests::attempt_metadata(agent, new);
     let patch = json!({
