@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 /// it resumes only what it suspended.
 pub const SUSPENDED_BY_OPERATOR_ANNOTATION: &str = "supervisor.dev/suspended-by-operator";
 
+/// The annotation that asks for an Agent to be made for a Sandbox (named after it, owned by
+/// it), with the RestartPolicy it names; empty: the namespace's default policy.
+pub const RESTART_POLICY_ANNOTATION: &str = "supervisor.dev/restart-policy";
+
 /// The operating mode in which the Sandbox's controller keeps its pod.
 pub const RUNNING: &str = "Running";
 /// The operating mode in which the Sandbox's controller deletes its pod and makes none.

@@ -2,7 +2,6 @@
 //! their changes, and the Agent, RestartPolicy and AgentGroup controllers fed by them.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use futures::channel::mpsc;
@@ -100,6 +99,8 @@ pub(super) async fn run_scope(
     let (agent_tx, agent_changes) = channel::<AgentObject>();
     let (recount_tx, recounts) = mpsc::unbounded::<ObjectRef<PolicyObject>>();
     let (deleted_tx, deleted) = mpsc::unbounded::<ObjectRef<AgentObject>>();
+    let (looks_tx, looks) = mpsc::unbounded();
+    let sandbox_looks_tx = looks_tx.clone();
     let mut routes = routes::AgentRoutes::new(index);
     let agents = watches.spawn(
         format!("Agents in {within}"),
@@ -113,6 +114,10 @@ pub(super) async fn run_scope(
             let (agent, triggers) = routes.route(change);
             if gone {
                 let _ = deleted_tx.unbounded_send(ObjectRef::from(&agent));
+                // An Agent made for a Sandbox is made again while the Sandbox asks for it.
+                if let Some(sandbox) = super::sandbox::made::owner(&agent) {
+                    let _ = looks_tx.unbounded_send(sandbox);
+                }
             }
             for policy in triggers.policies {
                 let _ = recount_tx.unbounded_send(policy);
@@ -202,6 +207,7 @@ pub(super) async fn run_scope(
         config.sandboxes,
         agents.clone(),
         agent_trigger_tx.clone(),
+        sandbox_looks_tx,
     )
     .await;
 
@@ -232,7 +238,7 @@ pub(super) async fn run_scope(
     let (pod_store, lease_store) = (pods.clone(), leases.clone());
     // Restarts its predecessor just made use up the budget as they did; the agents the budget
     // lets go are reconciled at once.
-    budget.seed(recent_restarts(&pods, config.budget));
+    budget.seed(budget::recent_restarts(&pods, config.budget));
     let (granted_tx, granted) = mpsc::unbounded::<ObjectRef<AgentObject>>();
     budget.register(scope.clone(), granted_tx);
     config.metrics.watch_policies(policies.clone());
@@ -265,6 +271,16 @@ pub(super) async fn run_scope(
     config.metrics.watch_agents(agents.clone());
     config.status.watch_agents(agents.clone());
     let agent_store = agents.clone();
+    let making = {
+        let (client, sandboxes, agents) =
+            (client.clone(), context.sandboxes.clone(), agents.clone());
+        let shutdown = shutdown.clone();
+        async move {
+            if let Some(sandboxes) = sandboxes {
+                super::sandbox::made::run(client, sandboxes, agents, looks, shutdown).await;
+            }
+        }
+    };
     let sweeping = upkeep::writer_sweep(context.clone(), shutdown.clone());
     let forgetting = upkeep::forget_deleted(context.clone(), deleted, shutdown.clone());
     let agent_controller = Controller::for_stream(agent_changes, agents.clone())
@@ -317,7 +333,8 @@ pub(super) async fn run_scope(
             policy_controller,
             group_controller,
             sweeping,
-            forgetting
+            forgetting,
+            making
         )
     };
     let ended = tokio::select! {
@@ -339,28 +356,6 @@ pub(super) async fn run_scope(
     };
     drop(watches);
     ended
-}
-
-/// How long ago each restart pod in the cache was created, of those recent enough to weigh on
-/// the budget (within the time a full burst takes to refill).
-fn recent_restarts(pods: &Store<CachedPod>, budget: budget::BudgetConfig) -> Vec<Duration> {
-    let window = f64::from(budget.burst) / budget.rate.max(f64::MIN_POSITIVE);
-    let now = jiff::Timestamp::now();
-    pods.state()
-        .iter()
-        .filter(|p| {
-            p.labels()
-                .get(crate::api::ATTEMPT_LABEL)
-                .and_then(|a| a.parse::<u32>().ok())
-                .is_some_and(|a| a > 1)
-        })
-        .filter_map(|p| p.metadata.creation_timestamp.as_ref())
-        // Creation times are whole seconds: each may be up to a second later than it reads.
-        .map(|t| (now - t.0).total(jiff::Unit::Second).unwrap_or(0.0) - 1.0)
-        .map(|age| age.max(0.0))
-        .filter(|age| *age <= window)
-        .map(Duration::from_secs_f64)
-        .collect()
 }
 
 /// Forwards every change to `tx`.

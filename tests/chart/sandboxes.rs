@@ -14,13 +14,17 @@ use crate::{
 
 /// What supervising Sandboxes adds, as (API group, resource, verb): reading Sandboxes and
 /// patching them (spec.operatingMode, the operator's annotation), and patching pods (the labels
-/// and annotations that make the Sandbox's pod an attempt). Never creating or deleting them.
+/// and annotations that make the Sandbox's pod an attempt); making, repointing and deleting the
+/// Agent an annotated Sandbox asks for. Never creating or deleting Sandboxes or pods.
 const SANDBOX_PERMISSIONS: &[(&str, &str, &str)] = &[
     ("agents.x-k8s.io", "sandboxes", "get"),
     ("agents.x-k8s.io", "sandboxes", "list"),
     ("agents.x-k8s.io", "sandboxes", "watch"),
     ("agents.x-k8s.io", "sandboxes", "patch"),
     ("", "pods", "patch"),
+    ("supervisor.dev", "agents", "create"),
+    ("supervisor.dev", "agents", "patch"),
+    ("supervisor.dev", "agents", "delete"),
 ];
 
 type Permission = (String, String, String);

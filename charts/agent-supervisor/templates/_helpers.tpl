@@ -133,6 +133,11 @@ modes cannot drift apart.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["patch"]
+# A Sandbox annotated supervisor.dev/restart-policy gets an Agent made for it: created, its
+# restartPolicyRef patched when the annotation changes, deleted when the annotation goes.
+- apiGroups: ["supervisor.dev"]
+  resources: ["agents"]
+  verbs: ["create", "patch", "delete"]
 {{- end }}
 {{- end }}
 

@@ -318,5 +318,30 @@ impl Budget {
     }
 }
 
+/// How long ago each restart pod in the cache was created, of those recent enough to weigh on
+/// the budget (within the time a full burst takes to refill).
+pub(super) fn recent_restarts(
+    pods: &kube::runtime::reflector::Store<super::slim::CachedPod>,
+    budget: BudgetConfig,
+) -> Vec<Duration> {
+    let window = f64::from(budget.burst) / budget.rate.max(f64::MIN_POSITIVE);
+    let now = jiff::Timestamp::now();
+    pods.state()
+        .iter()
+        .filter(|p| {
+            kube::ResourceExt::labels(p.as_ref())
+                .get(crate::api::ATTEMPT_LABEL)
+                .and_then(|a| a.parse::<u32>().ok())
+                .is_some_and(|a| a > 1)
+        })
+        .filter_map(|p| p.metadata.creation_timestamp.as_ref())
+        // Creation times are whole seconds: each may be up to a second later than it reads.
+        .map(|t| (now - t.0).total(jiff::Unit::Second).unwrap_or(0.0) - 1.0)
+        .map(|age| age.max(0.0))
+        .filter(|age| *age <= window)
+        .map(Duration::from_secs_f64)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests;

@@ -5,6 +5,8 @@
 //! next. Whatever stops the agent sets the Sandbox's `operatingMode: Suspended` (the pod is
 //! deleted and none made); starting it sets `Running` again, if the operator suspended it.
 
+pub(super) mod made;
+
 use std::time::Duration;
 
 use futures::channel::mpsc;
@@ -317,7 +319,7 @@ pub async fn settle(agent: &Agent, sandbox: &str, phase: Option<Phase>, ctx: &Co
 }
 
 /// Watches the scope's Sandboxes, when they are to be supervised and are served: each change
-/// reconciles the Agents that supervise it. `None` otherwise (said once).
+/// reconciles the Agents that supervise it, and is looked at for an Agent to make (`made`). `None` otherwise (said once).
 pub(super) async fn watch(
     watches: &mut Watches,
     client: &Client,
@@ -325,6 +327,7 @@ pub(super) async fn watch(
     enabled: bool,
     agents: Store<AgentObject>,
     triggers: mpsc::UnboundedSender<ObjectRef<AgentObject>>,
+    looks: mpsc::UnboundedSender<ObjectRef<Sandbox>>,
 ) -> Option<Store<Sandbox>> {
     static SAID: std::sync::Once = std::sync::Once::new();
     if !enabled {
@@ -346,6 +349,7 @@ pub(super) async fn watch(
         |_| (),
         move |change| {
             let (Change::Applied(sandbox) | Change::Deleted(sandbox)) = change;
+            let _ = looks.unbounded_send(ObjectRef::from(&sandbox));
             for agent in supervising(&agents, &sandbox) {
                 let _ = triggers.unbounded_send(agent);
             }
