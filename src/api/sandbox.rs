@@ -32,6 +32,9 @@ pub const SUSPENDED: &str = "Suspended";
 pub struct SandboxSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_template: Option<SandboxPodTemplate>,
+    /// When the Sandbox expires: its controller deletes the pod then, and makes none after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shutdown_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
     /// `Running` (the default) or `Suspended`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operating_mode: Option<String>,
@@ -66,6 +69,11 @@ impl Sandbox {
     /// Whether it is suspended (`spec.operatingMode: Suspended`).
     pub fn suspended(&self) -> bool {
         self.spec.operating_mode.as_deref() == Some(SUSPENDED)
+    }
+
+    /// Whether it has expired at `now`: its `shutdownTime` reached, as its controller judges it.
+    pub fn expired(&self, now: jiff::Timestamp) -> bool {
+        self.spec.shutdown_time.as_ref().is_some_and(|t| t.0 <= now)
     }
 
     /// Whether the operator suspended it (and so may resume it).

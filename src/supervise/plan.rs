@@ -122,13 +122,16 @@ pub enum EventReason {
     SandboxRestartPolicy,
     /// Someone else suspended the Sandbox: left alone until it runs again.
     SandboxSuspended,
+    /// The Sandbox reached its `shutdownTime` (its controller deleted the pod): not restarted
+    /// unless that time moves later.
+    SandboxExpired,
     /// Sandboxes are not watched (agent-sandbox is not installed, or `--sandboxes=false`).
     SandboxesUnavailable,
 }
 
 impl EventReason {
     /// Every reason, in declaration order.
-    pub const ALL: [EventReason; 27] = [
+    pub const ALL: [EventReason; 28] = [
         EventReason::PodCreated,
         EventReason::Crashed,
         EventReason::RestartScheduled,
@@ -155,6 +158,7 @@ impl EventReason {
         EventReason::SandboxNotFound,
         EventReason::SandboxRestartPolicy,
         EventReason::SandboxSuspended,
+        EventReason::SandboxExpired,
         EventReason::SandboxesUnavailable,
     ];
 
@@ -186,6 +190,7 @@ impl EventReason {
             EventReason::SandboxNotFound => "SandboxNotFound",
             EventReason::SandboxRestartPolicy => "SandboxRestartPolicy",
             EventReason::SandboxSuspended => "SandboxSuspended",
+            EventReason::SandboxExpired => "SandboxExpired",
             EventReason::SandboxesUnavailable => "SandboxesUnavailable",
         }
     }

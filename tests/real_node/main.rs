@@ -10,6 +10,10 @@ mod monitor;
 
 mod agents;
 mod install;
+mod sandbox_claim;
+mod sandbox_expiry;
+mod sandbox_groups;
+mod sandbox_made;
 mod sandbox_restart;
 mod sandboxes;
 mod sdk;

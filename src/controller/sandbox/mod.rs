@@ -89,12 +89,21 @@ pub async fn gather(
             Some(blocked(EventReason::SandboxRestartPolicy, &message)),
         ));
     }
-    let blocked = (found.suspended() && !found.suspended_by_operator()).then(|| {
+    let blocked = if found.expired(jiff::Timestamp::now()) {
+        let at = found.spec.shutdown_time.as_ref().map(|t| t.0.to_string());
+        let message = format!(
+            "Sandbox {sandbox} expired at its shutdownTime {} (its controller deletes the pod then); nothing is restarted unless that time moves later",
+            at.unwrap_or_default()
+        );
+        Some(blocked(EventReason::SandboxExpired, &message))
+    } else if found.suspended() && !found.suspended_by_operator() {
         let message = format!(
             "Sandbox {sandbox} was suspended by someone else (spec.operatingMode: Suspended); it is left alone until it runs again"
         );
-        blocked(EventReason::SandboxSuspended, &message)
-    });
+        Some(blocked(EventReason::SandboxSuspended, &message))
+    } else {
+        None
+    };
     let pod = attempt_pod(agent, &found, ctx, attempt, source).await?;
     Ok((pod, blocked))
 }

@@ -24,6 +24,9 @@ pub(super) fn blocked(agent: &Agent, status: &AgentStatus, why: &mut Why) -> boo
             "Set spec.podTemplate.spec.restartPolicy: Never in Sandbox {sandbox} (its next pod takes it):"
         ),
         "SandboxNotFound" => format!("Create Sandbox {sandbox} in namespace {namespace}:"),
+        "SandboxExpired" => format!(
+            "Move Sandbox {sandbox}'s spec.shutdownTime later (or remove it) to run it again:"
+        ),
         "SandboxSuspended" => {
             format!("Set Sandbox {sandbox}'s spec.operatingMode back to Running:")
         }
