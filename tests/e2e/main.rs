@@ -11,4 +11,5 @@ mod leader;
 mod metrics;
 mod process;
 mod rbac;
+mod rbac_sandboxes;
 mod status;

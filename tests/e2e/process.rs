@@ -16,12 +16,18 @@ pub const RELEASE: &str = "agent-supervisor";
 /// `helm install` of the chart into `release_ns`, watching `watched`. CRDs come from
 /// `support::install_crds`, as cluster-wide objects are shared by all tests.
 pub fn install_chart(release_ns: &str, watched: &[&str]) {
+    install_chart_with(release_ns, watched, &[]);
+}
+
+/// `install_chart`, with extra `--set` values (`key=value`).
+pub fn install_chart_with(release_ns: &str, watched: &[&str], values: &[&str]) {
     let chart = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("charts/agent-supervisor");
     let out = support::helm()
         .args(["install", RELEASE])
         .arg(&chart)
         .args(["--namespace", release_ns, "--skip-crds", "--wait=false"])
         .arg(format!("--set=watchNamespaces={{{}}}", watched.join(",")))
+        .args(values.iter().map(|v| format!("--set={v}")))
         .output()
         .expect("run helm");
     assert!(

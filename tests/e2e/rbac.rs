@@ -224,7 +224,7 @@ async fn the_operator_works_under_the_charts_namespaced_rbac_and_sees_nothing_el
     );
 }
 
-async fn operator_client(kubeconfig: &std::path::Path) -> Client {
+pub(crate) async fn operator_client(kubeconfig: &std::path::Path) -> Client {
     let config = kube::Config::from_custom_kubeconfig(
         kube::config::Kubeconfig::read_from(kubeconfig).unwrap(),
         &Default::default(),
@@ -234,7 +234,7 @@ async fn operator_client(kubeconfig: &std::path::Path) -> Client {
     Client::try_from(config).unwrap()
 }
 
-fn assert_forbidden(result: Result<(), kube::Error>, what: &str) {
+pub(crate) fn assert_forbidden(result: Result<(), kube::Error>, what: &str) {
     match result {
         Err(kube::Error::Api(status)) if status.code == 403 => {}
         other => panic!("{what}: expected 403 Forbidden, got {other:?}"),
