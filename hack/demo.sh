@@ -122,9 +122,10 @@ if ((real_node)); then
     {"op": "add", "path": "/spec/template/spec/tolerations",
      "value": [{"key": "supervisor.dev/node", "operator": "Exists"}]}]' |
     kubectl apply -n "$ns" -f -
-  # An agent-sandbox Sandbox whose real container crashes a second after it starts, supervised
-  # by an Agent: backed off 2 s, 4 s, then the breaker opens.
-  echo "\$ kubectl apply -n $ns -f -   # a Sandbox that crashes, and the Agent that supervises it"
+  # An agent-sandbox Sandbox whose real container crashes a second after it starts, annotated
+  # with a RestartPolicy: the operator makes its Agent; backed off 2 s, 4 s, then the breaker
+  # opens.
+  echo "\$ kubectl apply -n $ns -f -   # a Sandbox that crashes, annotated supervisor.dev/restart-policy"
   kubectl apply -n "$ns" -f - <<SANDBOX
 apiVersion: supervisor.dev/v1alpha1
 kind: RestartPolicy
@@ -135,7 +136,9 @@ spec:
 ---
 apiVersion: agents.x-k8s.io/v1beta1
 kind: Sandbox
-metadata: {name: sandboxed-crasher}
+metadata:
+  name: sandboxed-crasher
+  annotations: {supervisor.dev/restart-policy: sandbox-quick}
 spec:
   podTemplate:
     spec:
@@ -148,13 +151,6 @@ spec:
           image: localhost/agent-shell:dev
           imagePullPolicy: Never
           command: [sh, -c, "sleep 1; echo 'tool server: connection refused' >/dev/termination-log; exit 3"]
----
-apiVersion: supervisor.dev/v1alpha1
-kind: Agent
-metadata: {name: sandboxed-crasher}
-spec:
-  restartPolicyRef: {name: sandbox-quick}
-  sandboxRef: {name: sandboxed-crasher}
 SANDBOX
 else
   echo "\$ kubectl apply -n $ns -f examples/ -f examples/langgraph-agent/agent.yaml"

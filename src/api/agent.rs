@@ -67,9 +67,9 @@ pub struct AgentSpec {
     /// An agent-sandbox `Sandbox` in this namespace to supervise in place of a template: its
     /// pods are the Sandbox's (its template must say `restartPolicy: Never`), each end is
     /// recorded, and a restart deletes the ended pod when due so that the Sandbox's controller
-    /// makes the next; stopping sets its `operatingMode` to `Suspended`. Cannot be changed, nor
-    /// combined with `heartbeat` or `volumeClaimTemplates` (the Sandbox's own claims keep its
-    /// volumes).
+    /// makes the next; stopping sets its `operatingMode` to `Suspended`. Its pods get their
+    /// `AGENT_*` values on the Agent's Lease, named after the Sandbox. Cannot be changed, nor
+    /// combined with `volumeClaimTemplates` (the Sandbox's own claims keep its volumes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox_ref: Option<SandboxReference>,
 
@@ -89,8 +89,8 @@ pub struct AgentSpec {
     #[schemars(length(min = 1, max = 63))]
     pub agent_container: Option<String>,
 
-    /// Liveness by heartbeat: the agent renews a Lease named after the Agent, and is restarted
-    /// with reason `HeartbeatLost` when it stops.
+    /// Liveness by heartbeat: the agent renews a Lease named after the Agent (after the Sandbox,
+    /// with `sandboxRef`), and is restarted with reason `HeartbeatLost` when it stops.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat: Option<Heartbeat>,
 
@@ -112,12 +112,6 @@ fn agent_spec_rules(schema: &mut schemars::Schema) {
             "rule": "has(self.template) != has(self.sandboxRef)",
             "message": "give exactly one of template (a pod the operator makes) and sandboxRef (a Sandbox it supervises)",
             "reason": "FieldValueInvalid",
-        }),
-        serde_json::json!({
-            "rule": "!has(self.sandboxRef) || !has(self.heartbeat)",
-            "message": "heartbeat is not supported with sandboxRef yet",
-            "fieldPath": ".heartbeat",
-            "reason": "FieldValueForbidden",
         }),
         serde_json::json!({
             "rule": "!has(self.sandboxRef) || !has(self.volumeClaimTemplates)",

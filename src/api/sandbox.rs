@@ -13,6 +13,12 @@ pub const SUSPENDED_BY_OPERATOR_ANNOTATION: &str = "supervisor.dev/suspended-by-
 /// it), with the RestartPolicy it names; empty: the namespace's default policy.
 pub const RESTART_POLICY_ANNOTATION: &str = "supervisor.dev/restart-policy";
 
+/// The annotation on a Sandbox-supervising Agent's Lease (named after the Sandbox, as its pod
+/// is) with what an Agent's own pod gets as `AGENT_*` variables, for the attempt about to start:
+/// a JSON object of names to values. The operator does not edit a Sandbox's template; the SDK
+/// reads this when the variables are absent.
+pub const AGENT_ENV_ANNOTATION: &str = "supervisor.dev/agent-env";
+
 /// The operating mode in which the Sandbox's controller keeps its pod.
 pub const RUNNING: &str = "Running";
 /// The operating mode in which the Sandbox's controller deletes its pod and makes none.
@@ -53,6 +59,8 @@ pub struct SandboxPodTemplate {
 pub struct SandboxPodSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart_policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
 }
 
 impl Sandbox {
@@ -64,6 +72,17 @@ impl Sandbox {
             .and_then(|t| t.spec.as_ref())
             .and_then(|s| s.restart_policy.as_deref())
             .unwrap_or("Always")
+    }
+
+    /// The ServiceAccount its pods run as: the template's, else the namespace's `default`.
+    pub fn service_account(&self) -> &str {
+        self.spec
+            .pod_template
+            .as_ref()
+            .and_then(|t| t.spec.as_ref())
+            .and_then(|s| s.service_account_name.as_deref())
+            .filter(|name| !name.is_empty())
+            .unwrap_or("default")
     }
 
     /// Whether it is suspended (`spec.operatingMode: Suspended`).

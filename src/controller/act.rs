@@ -110,10 +110,10 @@ pub(super) async fn ensure_owned_objects(agent: &Agent, ctx: &Context) -> Result
     let namespace = agent.namespace().unwrap_or_default();
     let params = post_params(false);
     identity::ensure(agent, ctx, true).await?;
-    if agent.spec.heartbeat.is_some()
+    if manifests::has_lease(agent)
         && ctx
             .leases
-            .get(&ObjectRef::new(&agent.name_any()).within(&namespace))
+            .get(&ObjectRef::new(&manifests::lease_name(agent)).within(&namespace))
             .is_none()
     {
         let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &namespace);

@@ -141,6 +141,41 @@ pub fn lease_facts(lease: &Lease) -> LeaseFacts {
     }
 }
 
+/// The facts of the Lease of an Agent, as its attempt's pod `pod` (the one the decision judges)
+/// would have them. A Sandbox's pods all bear the Sandbox's name, so its agent renews and
+/// reports as `manifests::sandbox_holder` (the attempt in it): that identity reads as the pod's
+/// name for the attempt it names, and any other (an earlier attempt's, or the bare pod name)
+/// as no pod's, so that nothing an earlier attempt left is taken for this one's.
+pub fn agent_lease_facts(agent: &Agent, lease: &Lease, pod: Option<&PodFacts>) -> LeaseFacts {
+    let mut facts = lease_facts(lease);
+    if agent.spec.sandbox_ref.is_none() {
+        return facts;
+    }
+    let Some(pod) = pod else {
+        return facts;
+    };
+    let own = super::manifests::sandbox_holder(&pod.name, pod.attempt);
+    let seen_as = |who: &str| {
+        if who == own {
+            pod.name.clone()
+        } else if who == pod.name {
+            format!("{who} (no attempt)")
+        } else {
+            who.to_string()
+        }
+    };
+    facts.holder = facts.holder.as_deref().map(seen_as);
+    if let Some(raw) = facts.reported.spend.as_deref()
+        && let Ok(serde_json::Value::Object(mut spend)) = serde_json::from_str(raw)
+        && let Some(serde_json::Value::String(maker)) = spend.get("pod")
+    {
+        let maker = seen_as(maker);
+        spend.insert("pod".to_string(), maker.into());
+        facts.reported.spend = Some(serde_json::Value::Object(spend).to_string());
+    }
+    facts
+}
+
 /// What the outage decision reads of `agent` besides its status.
 pub fn agent_traits(agent: &Agent) -> AgentTraits {
     AgentTraits {

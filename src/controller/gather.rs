@@ -54,20 +54,22 @@ pub async fn gather(
         .filter(|_| agent.spec.sandbox_ref.is_none())
         .and_then(|_| last_known(agent, ctx, status.attempt))
         .map(|p| super::facts::pod_facts(&p, agent_container));
-    let lease = match (&agent.spec.heartbeat, source) {
-        (None, _) => None,
-        (Some(_), Source::Cache) => ctx
+    let lease_name = super::manifests::lease_name(agent);
+    let lease = match (super::manifests::has_lease(agent), source) {
+        (false, _) => None,
+        (true, Source::Cache) => ctx
             .leases
-            .get(&ObjectRef::new(&name).within(&namespace))
+            .get(&ObjectRef::new(&lease_name).within(&namespace))
             .map(|l| (*l).clone()),
-        (Some(_), Source::Server) => {
+        (true, Source::Server) => {
             read(
                 &Api::<Lease>::namespaced(ctx.client.clone(), &namespace),
-                &name,
+                &lease_name,
             )
             .await?
         }
     };
+    let lease = lease.map(|l| super::facts::agent_lease_facts(agent, &l, pod.as_ref()));
     Ok(Input {
         now,
         agent: AgentFacts {
@@ -86,7 +88,7 @@ pub async fn gather(
         policy: resolve_policy_confirmed(agent, ctx).await?,
         pod,
         previous,
-        lease: lease.as_ref().map(super::facts::lease_facts),
+        lease,
         group: super::groups::directive(
             &ctx.groups,
             &namespace,

@@ -43,9 +43,10 @@ pub struct Stores {
     pub bindings: Store<RoleBinding>,
 }
 
-/// Whether `agent` gets a managed identity: it has a heartbeat.
+/// Whether `agent` gets a managed identity: it has a Lease its pods read and renew (a
+/// heartbeat, or a Sandbox's `AGENT_*` values).
 pub fn wanted(agent: &Agent) -> bool {
-    agent.spec.heartbeat.is_some()
+    super::manifests::has_lease(agent)
 }
 
 /// The ServiceAccount named by the template, if it names one.
@@ -54,9 +55,13 @@ fn templated_account(agent: &Agent) -> Option<String> {
     spec.service_account_name.filter(|name| !name.is_empty())
 }
 
-/// The ServiceAccount the agent's pods run as: the template's, or one named after the Agent.
-pub fn account(agent: &Agent) -> String {
-    templated_account(agent).unwrap_or_else(|| agent.name_any())
+/// The ServiceAccount the agent's pods run as: the template's, or one named after the Agent;
+/// for a Sandbox's, `sandbox_account` (its template's, or `default`), never one made.
+pub fn account(agent: &Agent, sandbox_account: Option<&str>) -> String {
+    sandbox_account
+        .map(str::to_string)
+        .or_else(|| templated_account(agent))
+        .unwrap_or_else(|| agent.name_any())
 }
 
 /// The name of the Role and of its RoleBinding.
@@ -89,15 +94,15 @@ pub fn role(agent: &Agent) -> Role {
         rules: Some(vec![PolicyRule {
             api_groups: Some(vec!["coordination.k8s.io".into()]),
             resources: Some(vec!["leases".into()]),
-            resource_names: Some(vec![agent.name_any()]),
+            resource_names: Some(vec![super::manifests::lease_name(agent)]),
             verbs: LEASE_VERBS.iter().map(|v| v.to_string()).collect(),
             ..PolicyRule::default()
         }]),
     }
 }
 
-/// The Role bound to the pod's ServiceAccount.
-pub fn role_binding(agent: &Agent) -> RoleBinding {
+/// The Role bound to the pod's ServiceAccount (`account`).
+pub fn role_binding(agent: &Agent, sandbox_account: Option<&str>) -> RoleBinding {
     RoleBinding {
         metadata: owned_meta(agent, role_name(agent)),
         role_ref: RoleRef {
@@ -107,7 +112,7 @@ pub fn role_binding(agent: &Agent) -> RoleBinding {
         },
         subjects: Some(vec![Subject {
             kind: "ServiceAccount".into(),
-            name: account(agent),
+            name: account(agent, sandbox_account),
             namespace: agent.namespace(),
             ..Subject::default()
         }]),
@@ -161,8 +166,19 @@ pub async fn ensure(agent: &Agent, ctx: &Context, recheck: bool) -> Result<(), E
             Err(e) => Err(e),
         }
     }
+    // A Sandbox's pods run as its template's account (or `default`): bound, never made.
+    let sandbox_account = agent.spec.sandbox_ref.as_ref().map(|r| {
+        ctx.sandboxes
+            .as_ref()
+            .and_then(|s| s.get(&ObjectRef::new(&r.name).within(&namespace)))
+            .map_or_else(
+                || "default".to_string(),
+                |s| s.service_account().to_string(),
+            )
+    });
     let account = agent.name_any();
     if templated_account(agent).is_none()
+        && sandbox_account.is_none()
         && stores
             .accounts
             .get(&ObjectRef::new(&account).within(&namespace))
@@ -198,7 +214,8 @@ pub async fn ensure(agent: &Agent, ctx: &Context, recheck: bool) -> Result<(), E
         && !lock().contains(&taken("RoleBinding", &name))
     {
         let api: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &namespace);
-        if !make(agent, api, &role_binding(agent), &params).await? {
+        let binding = role_binding(agent, sandbox_account.as_deref());
+        if !make(agent, api, &binding, &params).await? {
             lock().insert(taken("RoleBinding", &name));
             let e = Error::Act(ActError::NameTaken(format!("RoleBinding {name}")));
             events::warn(agent, &e, ctx);
@@ -306,7 +323,7 @@ mod tests {
         assert_eq!(rules[0].resource_names, Some(vec!["scout".to_string()]));
         assert_eq!(rules[0].resources, Some(vec!["leases".to_string()]));
         assert_eq!(rules[0].verbs, vec!["get", "update", "patch"]);
-        let binding = role_binding(&a);
+        let binding = role_binding(&a, None);
         assert_eq!(binding.role_ref.name, "scout-heartbeat");
         let subject = &binding.subjects.unwrap()[0];
         assert_eq!(
@@ -320,8 +337,11 @@ mod tests {
         let a = agent(
             serde_json::json!({ "template": template(Some("researcher")), "heartbeat": { "timeout": "30s" } }),
         );
-        assert_eq!(account(&a), "researcher");
-        assert_eq!(role_binding(&a).subjects.unwrap()[0].name, "researcher");
+        assert_eq!(account(&a, None), "researcher");
+        assert_eq!(
+            role_binding(&a, None).subjects.unwrap()[0].name,
+            "researcher"
+        );
         let mut pod = Pod {
             spec: Some(Default::default()),
             ..Pod::default()

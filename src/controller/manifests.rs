@@ -167,6 +167,41 @@ fn attempt_metadata_with(
     (labels, annotations)
 }
 
+/// The name of the Agent's Lease: the Agent's own, or for a Sandbox's supervisor the Sandbox's
+/// (the name its pods have, which is all a Sandbox's pod knows of itself).
+pub fn lease_name(agent: &Agent) -> String {
+    match &agent.spec.sandbox_ref {
+        Some(sandbox) => sandbox.name.clone(),
+        None => agent.name_any(),
+    }
+}
+
+/// Whether the Agent has a Lease: for its heartbeat, or to hand a Sandbox's pods their
+/// `AGENT_*` values.
+pub fn has_lease(agent: &Agent) -> bool {
+    agent.spec.heartbeat.is_some() || agent.spec.sandbox_ref.is_some()
+}
+
+/// The identity a Sandbox's attempt renews its Lease and makes its reports as (`AGENT_HOLDER`):
+/// its pods all have the Sandbox's name, so the attempt is part of it.
+pub fn sandbox_holder(pod: &str, attempt: u32) -> String {
+    format!("{pod}#{attempt}")
+}
+
+/// What a Sandbox's attempt `new` gets through its Lease (`AGENT_ENV_ANNOTATION`): the variables
+/// an Agent's own pod would have, and `AGENT_HOLDER`.
+pub fn sandbox_env(agent: &Agent, new: &NewPod) -> String {
+    let mut env: BTreeMap<String, String> = agent_env(agent, new)
+        .into_iter()
+        .map(|v| (v.name, v.value.unwrap_or_default()))
+        .collect();
+    env.insert(
+        "AGENT_HOLDER".to_string(),
+        sandbox_holder(&new.name, new.attempt),
+    );
+    serde_json::to_string(&env).expect("a map of strings serializes")
+}
+
 fn agent_env(agent: &Agent, new: &NewPod) -> Vec<EnvVar> {
     let var = |name: &str, value: String| EnvVar {
         name: name.to_string(),
@@ -193,7 +228,7 @@ fn agent_env(agent: &Agent, new: &NewPod) -> Vec<EnvVar> {
         ),
     ];
     if agent.spec.heartbeat.is_some() {
-        env.push(var("AGENT_HEARTBEAT_LEASE", agent.name_any()));
+        env.push(var("AGENT_HEARTBEAT_LEASE", lease_name(agent)));
     }
     // Where to resume from: empty for a start from scratch, or before any report.
     env.push(var(
@@ -222,7 +257,7 @@ pub fn owned_meta(agent: &Agent, name: String) -> ObjectMeta {
     }
 }
 
-/// The heartbeat Lease, named after the Agent, empty until the agent renews it.
+/// The Agent's Lease (`lease_name`), empty until the agent renews it.
 pub fn lease(agent: &Agent) -> Lease {
     let timeout = agent
         .spec
@@ -230,7 +265,7 @@ pub fn lease(agent: &Agent) -> Lease {
         .as_ref()
         .map(|h| h.timeout.as_std().as_secs().max(1));
     Lease {
-        metadata: owned_meta(agent, agent.name_any()),
+        metadata: owned_meta(agent, lease_name(agent)),
         spec: Some(LeaseSpec {
             lease_duration_seconds: timeout.map(|t| i32::try_from(t).unwrap_or(i32::MAX)),
             ..LeaseSpec::default()

@@ -43,12 +43,10 @@ pub fn input(
                 .map(|p| {
                     super::facts::pod_facts(&p.to_pod(), agent.spec.agent_container.as_deref())
                 });
-            let lease = agent
-                .spec
-                .heartbeat
-                .as_ref()
-                .and_then(|_| leases.get(&ObjectRef::new(&agent.name_any()).within(&namespace)))
-                .map(|l| super::facts::lease_facts(&l));
+            let lease = super::manifests::has_lease(agent)
+                .then(|| super::manifests::lease_name(agent))
+                .and_then(|name| leases.get(&ObjectRef::new(&name).within(&namespace)))
+                .map(|l| super::facts::agent_lease_facts(agent, &l, pod.as_ref()));
             let status = agent.status.as_ref().unwrap_or(&unset);
             let traits = super::facts::agent_traits(agent);
             AgentOutageView::of(&traits, status, pod.as_ref(), lease.as_ref())

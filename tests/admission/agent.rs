@@ -24,13 +24,6 @@ async fn invalid_agents_are_rejected() {
             vec!["spec", "give exactly one of template"],
         ),
         (
-            json!({ "sandboxRef": { "name": "box" }, "heartbeat": { "timeout": "1m" } }),
-            vec![
-                "spec.heartbeat",
-                "heartbeat is not supported with sandboxRef yet",
-            ],
-        ),
-        (
             json!({ "sandboxRef": { "name": "box" }, "volumeClaimTemplates": [{ "metadata": { "name": "data" }, "spec": {} }] }),
             vec![
                 "spec.volumeClaimTemplates",

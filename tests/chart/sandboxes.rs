@@ -15,7 +15,8 @@ use crate::{
 /// What supervising Sandboxes adds, as (API group, resource, verb): reading Sandboxes and
 /// patching them (spec.operatingMode, the operator's annotation), and patching pods (the labels
 /// and annotations that make the Sandbox's pod an attempt); making, repointing and deleting the
-/// Agent an annotated Sandbox asks for. Never creating or deleting Sandboxes or pods.
+/// Agent an annotated Sandbox asks for; patching Leases (a Sandbox's pods get their `AGENT_*`
+/// values on one). Never creating or deleting Sandboxes or pods.
 const SANDBOX_PERMISSIONS: &[(&str, &str, &str)] = &[
     ("agents.x-k8s.io", "sandboxes", "get"),
     ("agents.x-k8s.io", "sandboxes", "list"),
@@ -25,6 +26,7 @@ const SANDBOX_PERMISSIONS: &[(&str, &str, &str)] = &[
     ("supervisor.dev", "agents", "create"),
     ("supervisor.dev", "agents", "patch"),
     ("supervisor.dev", "agents", "delete"),
+    ("coordination.k8s.io", "leases", "patch"),
 ];
 
 type Permission = (String, String, String);
@@ -70,10 +72,11 @@ fn operator_rules<'a>(docs: &'a [Value], watched: Option<&str>) -> &'a Value {
 #[test]
 fn sandboxes_enabled_adds_exactly_their_rbac_and_flag() {
     let namespace = "ops";
+    // Without agentRBAC.manage, which grants patch on Leases too.
     let modes: [(&[&str], &[Option<&str>]); 2] = [
-        (&[], &[None]),
+        (&["agentRBAC.manage=false"], &[None]),
         (
-            &["watchNamespaces={team-a,team-b}"],
+            &["agentRBAC.manage=false", "watchNamespaces={team-a,team-b}"],
             &[Some("team-a"), Some("team-b")],
         ),
     ];

@@ -15,5 +15,6 @@ mod sandbox_expiry;
 mod sandbox_groups;
 mod sandbox_made;
 mod sandbox_restart;
+mod sandbox_sdk;
 mod sandboxes;
 mod sdk;

@@ -138,6 +138,11 @@ modes cannot drift apart.
 - apiGroups: ["supervisor.dev"]
   resources: ["agents"]
   verbs: ["create", "patch", "delete"]
+# A Sandbox's pods get their AGENT_* values on the Agent's Lease (named after the Sandbox),
+# written by the operator before each attempt.
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["patch"]
 {{- end }}
 {{- end }}
 

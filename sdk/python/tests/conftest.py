@@ -9,11 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from agent_supervisor import _sandbox
 from fake_apiserver import FakeApiServer
 
 NAMESPACE = "team"
 LEASE = "agent-7"
 POD = "agent-7-3"
+#: An agent-sandbox Sandbox's name: its pod's hostname, and its Lease's name.
+SANDBOX = "box"
+#: A short stand-in for `LOOKUP_TIMEOUT` where a test waits it out (`give_up_soon`).
+GIVE_UP = 1.5
 #: How the attempt before ended, as the operator injects it.
 LAST_FAILURE = '{"attempt": 3, "reason": "OOMKilled", "class": "Transient", "exitCode": 137}'
 
@@ -28,6 +33,7 @@ AGENT_VARIABLES = (
     "AGENT_CHECKPOINT",
     "AGENT_PROGRESS",
     "AGENT_TERMINATION_LOG",
+    "AGENT_HOLDER",
 )
 
 
@@ -49,11 +55,11 @@ def laptop(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def pod(
+def kubeconfig(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, apiserver: FakeApiServer, laptop: Path
 ) -> Path:
-    """The variables the operator sets, a kubeconfig for the stand-in API server; returns the
-    termination log's path."""
+    """No AGENT_* variables, a kubeconfig for the stand-in API server; returns the termination
+    log's path."""
     kubeconfig = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -67,6 +73,14 @@ def pod(
     monkeypatch.setenv("KUBECONFIG", str(path))
     for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
         monkeypatch.delenv(proxy, raising=False)
+    return laptop
+
+
+@pytest.fixture
+def pod(monkeypatch: pytest.MonkeyPatch, kubeconfig: Path) -> Path:
+    """The variables the operator sets, a kubeconfig for the stand-in API server; returns the
+    termination log's path."""
+    laptop = kubeconfig
     env = {
         "AGENT_NAME": LEASE,
         "AGENT_NAMESPACE": NAMESPACE,
@@ -82,3 +96,31 @@ def pod(
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     return laptop
+
+
+@pytest.fixture
+def service_account(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A pod's mounted token and namespace, the API server's address in the environment, and
+    the pod's hostname (the Sandbox's name)."""
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "token").write_text("t")
+    (account / "namespace").write_text(NAMESPACE)
+    monkeypatch.setattr(_sandbox, "SERVICE_ACCOUNT", account)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("HOSTNAME", SANDBOX)
+    return account
+
+
+@pytest.fixture
+def sandbox(kubeconfig: Path, service_account: Path) -> Path:
+    """An agent-sandbox Sandbox's pod: a token, no AGENT_* variables. (The client reaches the
+    stand-in API server through $KUBECONFIG: lightkube's own service-account path is not
+    there.) Returns where a termination log would go."""
+    return kubeconfig
+
+
+@pytest.fixture
+def give_up_soon(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Sandbox pod's identity is looked for `GIVE_UP` seconds, not `LOOKUP_TIMEOUT`."""
+    monkeypatch.setattr(_sandbox, "LOOKUP_TIMEOUT", GIVE_UP)

@@ -73,7 +73,13 @@ class FakeApiServer:
         self.server.server_close()
         self.thread.join()
 
-    def add_lease(self, namespace: str, name: str, duration: int | None = None) -> None:
+    def add_lease(
+        self,
+        namespace: str,
+        name: str,
+        duration: int | None = None,
+        annotations: dict[str, str] | None = None,
+    ) -> None:
         """A Lease as the operator makes it: its duration, no holder yet."""
         spec = {} if duration is None else {"leaseDurationSeconds": duration}
         with self.lock:
@@ -85,9 +91,18 @@ class FakeApiServer:
                     "name": name,
                     "namespace": namespace,
                     "resourceVersion": str(self.version),
+                    **({"annotations": dict(annotations)} if annotations else {}),
                 },
                 "spec": spec,
             }
+
+    def annotate(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        """Sets annotations on a Lease, as another writer (the operator) would."""
+        with self.lock:
+            self.version += 1
+            metadata = self.leases[(namespace, name)]["metadata"]
+            metadata.setdefault("annotations", {}).update(annotations)
+            metadata["resourceVersion"] = str(self.version)
 
     def lease(self, namespace: str, name: str) -> dict[str, Any]:
         with self.lock:
@@ -115,6 +130,11 @@ class FakeApiServer:
     def patches(self) -> list[Request]:
         with self.lock:
             return [r for r in self.requests if r.method == "PATCH"]
+
+    def requests_for(self, namespace: str, name: str) -> list[Request]:
+        """The requests for one Lease."""
+        with self.lock:
+            return [r for r in self.requests if (r.namespace, r.name) == (namespace, name)]
 
     def _serve(
         self, method: str, path: str, content_type: str, body: bytes

@@ -241,7 +241,11 @@ async fn create(d: &Decision<'_>, pods: &Api<Pod>, ctx: &Context) -> Result<Opti
     };
     let namespace = d.agent.namespace().unwrap_or_default();
     if let Some(sandbox) = &d.agent.spec.sandbox_ref {
-        if let Err(e) = super::sandbox::start(&d.agent, &sandbox.name, new, ctx).await {
+        let started = match ensure_owned_objects(&d.agent, ctx).await {
+            Ok(()) => super::sandbox::start(&d.agent, &sandbox.name, new, ctx).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = started {
             events::warn_user(&d.agent, &e, ctx);
             return Err(e);
         }
@@ -279,7 +283,7 @@ async fn repair(d: &Decision<'_>, ctx: &Context) -> Result<(), Error> {
         d.plan.status.phase,
         Some(crate::api::Phase::Pending | crate::api::Phase::Running)
     );
-    if live && d.plan.create_pod.is_none() && d.agent.spec.sandbox_ref.is_none() {
+    if live && d.plan.create_pod.is_none() {
         identity::ensure(&d.agent, ctx, false).await?;
     }
     Ok(())

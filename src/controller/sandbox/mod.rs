@@ -5,6 +5,7 @@
 //! next. Whatever stops the agent sets the Sandbox's `operatingMode: Suspended` (the pod is
 //! deleted and none made); starting it sets `Running` again, if the operator suspended it.
 
+mod lease;
 pub(super) mod made;
 
 use std::time::Duration;
@@ -179,8 +180,9 @@ fn attempt_of(pod: &Pod) -> Option<u32> {
         .and_then(|a| a.parse().ok())
 }
 
-/// Starts attempt `new` in the Sandbox `agent` supervises: resumes the Sandbox if the operator
-/// suspended it, deletes the ended attempt's pod, and adopts the next pod its controller makes.
+/// Starts attempt `new` in the Sandbox `agent` supervises: hands it its `AGENT_*` values on the
+/// Lease, resumes the Sandbox if the operator suspended it, deletes the ended attempt's pod, and
+/// adopts the next pod its controller makes.
 /// Adopting the attempt's own pod again is a no-op: a start tried again never adopts twice.
 pub async fn start(agent: &Agent, sandbox: &str, new: &NewPod, ctx: &Context) -> Result<(), Error> {
     let namespace = agent.namespace().unwrap_or_default();
@@ -193,6 +195,8 @@ pub async fn start(agent: &Agent, sandbox: &str, new: &NewPod, ctx: &Context) ->
             what: format!("Sandbox {sandbox}"),
             source,
         })?;
+    // What the attempt's pod reads at its start is there before it can start.
+    lease::hand_over(agent, new, ctx).await?;
     if found.suspended() && found.suspended_by_operator() {
         set_mode(&sandboxes, sandbox, RUNNING).await?;
     }

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from types import TracebackType
 from typing import Any, NoReturn
 
-from . import _core
+from . import _core, _sandbox
 from ._base import CLOSE_TIMEOUT, START_TIMEOUT, Renew, SupervisorBase
 from ._env import Identity
 from ._kube import AsyncLeaseApi, explain, retry_wait
@@ -52,12 +52,17 @@ class AsyncSupervisor(SupervisorBase):
         (the Lease's `spec.leaseDurationSeconds`), 5 seconds if the Lease does not say.
         `renew`: `"background"` (the default) or `"manual"` (renewed on `alive()`), as in
         `Supervisor.from_env`.
+
+        In an agent-sandbox Sandbox's pod (no `AGENT_NAME`, an API token) the identity is read
+        from the pod's Lease when the block is entered, with the async client (see `start`).
         """
         identity = Identity.from_env()
         api = None
         if identity.lease is not None:
             api = AsyncLeaseApi(identity.lease, identity.namespace or None)
-        return cls(identity, api, renew_every, renew)
+        supervisor = cls(identity, api, renew_every, renew)
+        supervisor._look_in_pod()
+        return supervisor
 
     async def __aenter__(self) -> AsyncSupervisor:
         await self.start()
@@ -75,8 +80,12 @@ class AsyncSupervisor(SupervisorBase):
     async def start(self) -> None:
         """Starts renewing the Lease in a task (`async with` awaits this): the first renewal
         now, then one every interval. Waits for the first to be taken, at most `START_TIMEOUT`
-        seconds; a failed renewal is logged, not raised, and tried again."""
-        if self._api is None:
+        seconds; a failed renewal is logged, not raised, and tried again.
+
+        In an agent-sandbox Sandbox's pod the task first reads the identity from the pod's
+        Lease, with the async client, within the same wait; not there yet, it looks on in the
+        background, as `Supervisor.start` says. The event loop is never blocked."""
+        if self._api is None and self._lookup is None:
             self._noop()
             if self._identity.termination_log is not None and not self._closed:
                 self._install_sigterm()  # the last words need no heartbeat
@@ -86,11 +95,7 @@ class AsyncSupervisor(SupervisorBase):
         wake, changed = self._sender()
         self._install_sigterm()
         wake.set()
-        await self._wait(
-            changed,
-            lambda: not self._outbox.first or self._outbox.waiting_long or self._stopping,
-            START_TIMEOUT,
-        )
+        await self._wait(changed, self._entered, START_TIMEOUT)
 
     async def close(self) -> None:
         """Waits at most `CLOSE_TIMEOUT` seconds for what was reported to be written, stops
@@ -108,14 +113,14 @@ class AsyncSupervisor(SupervisorBase):
     async def flush(self, timeout: float | None = None) -> bool:
         """Waits until everything reported so far is on the Lease, at most `timeout` seconds
         (`None`: as long as it takes); whether it is. See `Supervisor.flush`."""
-        if self._api is None or self._changed is None:
-            return True
         target = self._outbox.recorded
+        if self._changed is None:
+            return self._flushed(target)
         return await self._wait(
             self._changed,
-            lambda: self._outbox.written >= target or self._task is None,
+            lambda: self._flushed(target) or self._task is None,
             timeout,
-            lambda: self._outbox.written >= target,
+            lambda: self._flushed(target),
         )
 
     async def _drain(self, timeout: float) -> None:
@@ -176,7 +181,7 @@ class AsyncSupervisor(SupervisorBase):
     async def fail(self, reason: str, *, permanent: bool = False) -> NoReturn:
         """Ends this attempt as failed, `permanent=True` for one no restart would mend: see
         `Supervisor.fail`. Raises `SystemExit(1)`."""
-        typed = self._fail_message(reason, permanent)
+        typed = _core.fail_message(reason, permanent)
         await self._drain(CLOSE_TIMEOUT)  # the last reports to the Lease too, if it takes them soon
         await self._halt()
         self._last_words(typed, _core.FAIL_EXIT_CODE)
@@ -184,7 +189,7 @@ class AsyncSupervisor(SupervisorBase):
     async def retry_after(self, when: Any, reason: str) -> NoReturn:
         """Ends this attempt, asking to be restarted no earlier than `when`: see
         `Supervisor.retry_after`. Raises `SystemExit(1)`."""
-        typed = self._retry_after_message(when, reason)
+        typed = _core.retry_after_message(when, reason)
         await self._drain(CLOSE_TIMEOUT)  # the last reports to the Lease too, if it takes them soon
         await self._halt()
         self._last_words(typed, _core.RETRY_AFTER_EXIT_CODE)
@@ -192,7 +197,7 @@ class AsyncSupervisor(SupervisorBase):
     async def shutdown(self, kind: str, reason: str) -> NoReturn:
         """Ends this agent for good, `"economic"` or `"voluntary"`: see `Supervisor.shutdown`.
         Raises `SystemExit(0)`."""
-        typed = self._shutdown_message(kind, reason)
+        typed = _core.shutdown_message(kind, reason)
         await self._drain(CLOSE_TIMEOUT)  # the last reports to the Lease too, if it takes them soon
         await self._halt()
         self._last_words(typed, _core.SHUTDOWN_EXIT_CODE)
@@ -227,10 +232,13 @@ class AsyncSupervisor(SupervisorBase):
     async def _halt(self) -> None:
         self._stopping = True
         task, self._task = self._task, None
+        lookup = self._stop_looking()
         if task is not None and task is not asyncio.current_task():
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if lookup is not None and lookup.client is not None:
+            await lookup.client.close()  # still looking: that client is no Lease's
         if self._changed is not None:
             async with self._changed:
                 self._changed.notify_all()
@@ -239,14 +247,38 @@ class AsyncSupervisor(SupervisorBase):
         while not self._stopping:
             wake.clear()
             now = time.monotonic()
-            due = self._outbox.due(now)
+            lookup = self._lookup
+            if lookup is None and self._api is None:
+                return  # given up: nothing to write
+            due = lookup.next_at if lookup is not None else self._outbox.due(now)
             if due is None or due > now:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(wake.wait(), None if due is None else due - now)
                 continue
+            if lookup is not None:
+                await self._look(lookup, changed)
+                continue
             await self._write(changed)
             if not self._duration_read and self._outbox.renew_at is not None:
                 await self._read_duration()
+
+    async def _look(self, lookup: _sandbox.Lookup, changed: asyncio.Condition) -> None:
+        """One read of a Sandbox pod's Lease for its identity; takes it when found."""
+        found = await _sandbox.aread(lookup)
+        if self._stopping or self._lookup is not lookup:
+            return
+        if isinstance(found, Identity):
+            api = None
+            if found.lease is not None:
+                namespace = found.namespace or lookup.target.namespace
+                api = AsyncLeaseApi(found.lease, namespace, lookup.client)
+            else:
+                await lookup.client.close()  # an Agent without a heartbeat: nothing to renew
+            self._found(found, api)
+        elif found is not None:
+            self._given_up(found)
+        async with changed:
+            changed.notify_all()
 
     async def _write(self, changed: asyncio.Condition) -> None:
         assert self._api is not None

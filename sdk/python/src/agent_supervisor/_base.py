@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from types import FrameType
 from typing import Any, Literal, NoReturn
 
-from . import _core
+from . import _core, _sandbox
 from ._env import Identity, Outcome
 from ._outbox import Outbox
 
@@ -73,6 +73,11 @@ class SupervisorBase:
         self._terminated = False
         self._previous_sigterm: Any = None
         self._noop_said = False
+        #: Why nothing supervises this process, when there is more to say than the usual line.
+        self._noop_why: str | None = None
+        #: In an agent-sandbox Sandbox's pod, until its identity is found or given up on: the
+        #: sender's search for it on its Lease, from `start()` on.
+        self._lookup: _sandbox.Lookup | None = None
         self._behind_said = False
         self._stopped_said = False
         self._failing = False
@@ -114,22 +119,81 @@ class SupervisorBase:
 
     @property
     def supervised(self) -> bool:
-        """Whether heartbeats and reports go to a Lease (`AGENT_HEARTBEAT_LEASE` is set)."""
+        """Whether heartbeats and reports go to a Lease (`AGENT_HEARTBEAT_LEASE` is set; in an
+        agent-sandbox Sandbox's pod, once its identity is found: on entering the block, or in
+        the background a moment later)."""
         return self._identity.lease is not None
 
     # Shared rules.
 
     @property
     def _holder(self) -> str:
-        return self._identity.pod_name or socket.gethostname()
+        """Who renews the Lease and reports spend: `AGENT_HOLDER`, else the pod's name."""
+        return self._identity.holder or self._identity.pod_name or socket.gethostname()
 
     def _noop(self) -> None:
         if not self._noop_said:
             self._noop_said = True
+            if self._noop_why is not None:
+                log.warning("%s", self._noop_why)
+                return
             log.info(
                 "AGENT_HEARTBEAT_LEASE is not set: no heartbeat, and reports go nowhere "
                 "(nothing supervises this process; the same code works under the operator)"
             )
+
+    def _look_in_pod(self) -> None:
+        """From `from_env`: in an agent-sandbox Sandbox's pod (no `AGENT_NAME`, an API token),
+        the identity is to be read from its Lease once the block is entered."""
+        found = _sandbox.target(self._identity)
+        if isinstance(found, str):
+            self._noop_why = found
+        elif found is not None:
+            self._lookup = _sandbox.Lookup(found)
+
+    def _found(self, identity: Identity, api: Any) -> None:
+        """The sender found this Sandbox pod's identity (with the lock held): takes it, and the
+        Lease client `api` (`None`: an Agent without a heartbeat). The first write, due since
+        the block was entered (`_begin`), goes now with what was reported meanwhile, which now
+        names this attempt's holder."""
+        self._identity = identity
+        self._api = api
+        self._lookup = None
+        self._reports.handed = identity.progress
+        spend = _core.spend_annotation(self._reports.spend, self._holder)
+        self._outbox.found(spend, identity.progress)
+        if api is None:
+            self._noop()
+
+    def _given_up(self, why: str) -> None:
+        """The sender gave up looking for this Sandbox pod's identity: no-op mode, said once."""
+        self._lookup = None
+        self._noop_why = why
+        self._noop()
+
+    def _stop_looking(self) -> _sandbox.Lookup | None:
+        """The block ends (`_halt`): no more looking for a Sandbox pod's identity, and if it was
+        looked for in vain, that is said (once). Returns the search, to close its client."""
+        lookup = self._lookup
+        if lookup is not None and lookup.tried:
+            self._given_up(lookup.unfound())
+        self._lookup = None
+        return lookup
+
+    def _entered(self) -> bool:
+        """Whether entering the block has waited enough (at most `START_TIMEOUT`): the first
+        renewal taken or refused; in a Sandbox's pod, first the first read of its Lease."""
+        if self._stopping:
+            return True
+        if self._lookup is not None:
+            return self._lookup.tried
+        return self._api is None or not self._outbox.first or self._outbox.waiting_long
+
+    def _flushed(self, target: int) -> bool:
+        """Whether the reports up to `target` are on the Lease (or never will be: no-op mode)."""
+        if self._lookup is not None:
+            return False
+        return self._api is None or self._outbox.written >= target
 
     def _interval(self, lease_duration: int | None) -> float:
         """How often to renew: as asked, else a third of the Lease's duration (the heartbeat
@@ -168,7 +232,7 @@ class SupervisorBase:
 
     def _queue(self, annotations: dict[str, str]) -> bool:
         """Records a checked report for the sender; whether it has something to write."""
-        if self._api is None:
+        if self._api is None and self._lookup is None:
             self._noop()
             return False
         if self._stopping:
@@ -183,13 +247,14 @@ class SupervisorBase:
         if not annotations:
             return False
         self._outbox.record(annotations)
-        return True
+        return self._api is not None  # else sent once the identity is read, if it is
 
     def _beat(self) -> bool:
         """Marks the agent alive for manual renewal; whether the sender has something to write
         (in background renewal, a no-op)."""
         if self._api is None:
-            self._noop()
+            if self._lookup is None:
+                self._noop()
             return False
         if not self._outbox.manual or self._stopping:
             return False
@@ -203,6 +268,8 @@ class SupervisorBase:
         if self._started or self._stopping:
             return False
         self._started = True
+        if self._lookup is not None:
+            self._lookup.begin(time.monotonic())
         if self._outbox.manual:
             self._outbox.alive()
         else:
@@ -261,11 +328,21 @@ class SupervisorBase:
         """Stops renewing, writes the last words (progress, checkpoint, spend) to the termination
         log, then calls the handler the author installed, if any, or else raises
         `SystemExit(143)` so that `finally` blocks and `with` exits run. Takes no lock: it runs
-        between two lines of the main thread, which may hold one."""
+        between two lines of the main thread, which may hold one.
+
+        Installed on entering the block while a Sandbox pod's identity was looked for, and none
+        found (yet): as if it were not, the author's handler or the default (the process ends)."""
+        previous = self._previous_sigterm
+        if self._api is None and self._identity.termination_log is None:
+            if callable(previous):
+                previous(signum, frame)
+                return
+            signal.signal(signum, previous)
+            signal.raise_signal(signum)
+            return
         self._terminated = True
         self._stopping = True
         self._write_log(self._reports.last_words({}))
-        previous = self._previous_sigterm
         if callable(previous):
             previous(signum, frame)
             return
@@ -305,18 +382,3 @@ class SupervisorBase:
         """Writes the typed termination message and ends the process with `code`."""
         self._write_log(self._reports.last_words(typed))
         raise SystemExit(code)
-
-    @staticmethod
-    def _retry_after_message(when: object, reason: object) -> dict[str, Any]:
-        return {"retryAfter": _core.check_retry_after(when), "reason": _core.check_reason(reason)}
-
-    @staticmethod
-    def _fail_message(reason: object, permanent: object) -> dict[str, Any]:
-        reason = _core.check_reason(reason)
-        if _core.check_permanent(permanent):
-            return {"permanent": True, "reason": reason}
-        return {"reason": reason}
-
-    @staticmethod
-    def _shutdown_message(kind: object, reason: object) -> dict[str, Any]:
-        return {"shutdown": _core.check_kind(kind), "reason": _core.check_reason(reason)}

@@ -182,6 +182,14 @@ def spend_value(spend: Mapping[str, Decimal | int]) -> dict[str, str | int]:
     return out
 
 
+def spend_annotation(spend: Mapping[str, Decimal | int], pod: str | None) -> str:
+    """The Lease's spend annotation: the spend as the operator reads it, named after `pod`."""
+    on_lease: dict[str, str | int] = spend_value(spend)
+    if pod:
+        on_lease["pod"] = pod
+    return json.dumps(on_lease, separators=(",", ":"))
+
+
 def expect_slow(duration: object, why: object, now: datetime) -> dict[str, str]:
     """The Lease annotations that say no progress is expected for `duration` from `now`: until
     when (RFC 3339 in UTC, to the second, rounded up) and why (cut as a reason is)."""
@@ -293,10 +301,7 @@ class Reports:
             annotations[CHECKPOINT_ANNOTATION] = new_checkpoint
         if new_spend is not None:
             self.spend = new_spend
-            on_lease: dict[str, str | int] = spend_value(new_spend)
-            if pod:
-                on_lease["pod"] = pod
-            annotations[SPEND_ANNOTATION] = json.dumps(on_lease, separators=(",", ":"))
+            annotations[SPEND_ANNOTATION] = spend_annotation(new_spend, pod)
         return annotations
 
     def last_words(self, typed: Mapping[str, Any]) -> str:
@@ -312,3 +317,21 @@ class Reports:
         # At most 2 KiB of escaped checkpoint and 512 bytes of escaped reason: always within
         # MESSAGE_LIMIT (checked by the tests).
         return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+
+
+def retry_after_message(when: object, reason: object) -> dict[str, Any]:
+    """`retry_after`'s typed termination message, checked (before the last reports)."""
+    return {"retryAfter": check_retry_after(when), "reason": check_reason(reason)}
+
+
+def fail_message(reason: object, permanent: object) -> dict[str, Any]:
+    """`fail`'s typed termination message, checked."""
+    reason = check_reason(reason)
+    if check_permanent(permanent):
+        return {"permanent": True, "reason": reason}
+    return {"reason": reason}
+
+
+def shutdown_message(kind: object, reason: object) -> dict[str, Any]:
+    """`shutdown`'s typed termination message, checked."""
+    return {"shutdown": check_kind(kind), "reason": check_reason(reason)}

@@ -1,4 +1,5 @@
-"""Who this agent is: the `AGENT_*` variables the operator puts in every container it runs."""
+"""Who this agent is: the `AGENT_*` variables the operator puts in every container it runs (or,
+in an agent-sandbox Sandbox's pod, on its Lease: `_sandbox`)."""
 
 from __future__ import annotations
 
@@ -86,6 +87,9 @@ class Identity:
     progress: int | None = None
     #: Where the termination message goes; `None` off-cluster, where nobody would read it.
     termination_log: str | None = None
+    #: Who this attempt renews the Lease and reports spend as (`AGENT_HOLDER`, `box#3` in an
+    #: agent-sandbox Sandbox, whose pods all have the same name); `""`: the pod's name.
+    holder: str = ""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Identity:
@@ -122,4 +126,5 @@ class Identity:
             checkpoint=text("AGENT_CHECKPOINT"),
             progress=number("AGENT_PROGRESS"),
             termination_log=termination_log,
+            holder=text("AGENT_HOLDER") or "",
         )

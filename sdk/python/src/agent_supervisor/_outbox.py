@@ -112,3 +112,13 @@ class Outbox:
         self.retry_at = now + (interval if wait is None else min(wait, interval))
         if self.renew_at is not None:
             self.renew_at = self.retry_at
+
+    def found(self, spend: str, handed: int | None) -> None:
+        """A Sandbox pod's identity was found (`_sandbox`): what was recorded before it is for
+        it, the spend as `spend` (named after its holder), a progress below the one it hands
+        (`handed`) dropped, since the operator would ignore it."""
+        if _core.SPEND_ANNOTATION in self.pending:
+            self.pending[_core.SPEND_ANNOTATION] = spend
+        progress = self.pending.get(_core.PROGRESS_ANNOTATION)
+        if progress is not None and handed is not None and int(progress) < handed:
+            del self.pending[_core.PROGRESS_ANNOTATION]

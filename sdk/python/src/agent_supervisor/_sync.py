@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from types import TracebackType
 from typing import Any, NoReturn
 
-from . import _core
+from . import _core, _sandbox
 from ._base import CLOSE_TIMEOUT, START_TIMEOUT, Renew, SupervisorBase
 from ._env import Identity
 from ._kube import REQUEST_TIMEOUT, LeaseApi, explain, retry_wait
@@ -57,12 +57,18 @@ class Supervisor(SupervisorBase):
 
         In a pod the client uses the in-cluster config, elsewhere the standard kubeconfig
         (`$KUBECONFIG` or `~/.kube/config`); without `AGENT_HEARTBEAT_LEASE` it makes no client.
+
+        In a pod without `AGENT_NAME` but with an API token (an agent-sandbox Sandbox's), it
+        sends nothing yet: entering the block reads the identity from the Lease named after the
+        pod (see `start`).
         """
         identity = Identity.from_env()
         api = None
         if identity.lease is not None:
             api = LeaseApi(identity.lease, identity.namespace or None)
-        return cls(identity, api, renew_every, renew)
+        supervisor = cls(identity, api, renew_every, renew)
+        supervisor._look_in_pod()
+        return supervisor
 
     def __enter__(self) -> Supervisor:
         self.start()
@@ -80,8 +86,14 @@ class Supervisor(SupervisorBase):
     def start(self) -> None:
         """Starts renewing the Lease in a background thread (`with` calls this): the first
         renewal now, then one every interval. Waits for the first to be taken, at most
-        `START_TIMEOUT` seconds; a failed renewal is logged, not raised, and tried again."""
-        if self._api is None:
+        `START_TIMEOUT` seconds; a failed renewal is logged, not raised, and tried again.
+
+        In an agent-sandbox Sandbox's pod the thread first reads the identity from the pod's
+        Lease, within the same wait. Not there yet (refused, absent, not written): the block
+        runs unsupervised, and the thread reads again every second, at most `LOOKUP_TIMEOUT`
+        seconds; found, it takes it (the properties too) and renews. Not found in time, or no
+        token: every call is a no-op, said once."""
+        if self._api is None and self._lookup is None:
             self._noop()
             if self._identity.termination_log is not None and not self._closed:
                 self._install_sigterm()  # the last words need no heartbeat
@@ -93,10 +105,7 @@ class Supervisor(SupervisorBase):
         self._install_sigterm()
         self._wake.set()
         with self._lock:
-            self._changed.wait_for(
-                lambda: not self._outbox.first or self._outbox.waiting_long or self._stopping,
-                START_TIMEOUT,
-            )
+            self._changed.wait_for(self._entered, START_TIMEOUT)
 
     def close(self) -> None:
         """Waits at most `CLOSE_TIMEOUT` seconds for what was reported to be written, stops
@@ -115,15 +124,12 @@ class Supervisor(SupervisorBase):
     def flush(self, timeout: float | None = None) -> bool:
         """Waits until everything reported so far is on the Lease, at most `timeout` seconds
         (`None`: as long as it takes); whether it is. Never needed for the operator to have it:
-        only to wait for it."""
-        if self._api is None:
-            return True
+        only to wait for it. (In a Sandbox's pod still looking for its identity, what was
+        reported goes once it is found: this waits for that too.)"""
         with self._lock:
             target = self._outbox.recorded
-            self._changed.wait_for(
-                lambda: self._outbox.written >= target or self._thread is None, timeout
-            )
-            return self._outbox.written >= target
+            self._changed.wait_for(lambda: self._flushed(target) or self._thread is None, timeout)
+            return self._flushed(target)
 
     def _drain(self, timeout: float) -> None:
         """`flush`, unless the API server refused the last write (a 403, a 404): no wait for
@@ -234,7 +240,7 @@ class Supervisor(SupervisorBase):
         ...}`, or `{"reason": ...}`, with the progress, checkpoint and spend reported so far)
         and raises `SystemExit(1)`: let it end the process.
         """
-        typed = self._fail_message(reason, permanent)
+        typed = _core.fail_message(reason, permanent)
         self._drain(CLOSE_TIMEOUT)  # the last reports to the Lease too, if it takes them soon
         self._halt()
         self._last_words(typed, _core.FAIL_EXIT_CODE)
@@ -247,7 +253,7 @@ class Supervisor(SupervisorBase):
         (`{"retryAfter": ..., "reason": ...}` with the progress, checkpoint and spend reported so
         far) and raises `SystemExit(1)`: let it end the process.
         """
-        typed = self._retry_after_message(when, reason)
+        typed = _core.retry_after_message(when, reason)
         self._drain(CLOSE_TIMEOUT)  # the last reports to the Lease too, if it takes them soon
         self._halt()
         self._last_words(typed, _core.RETRY_AFTER_EXIT_CODE)
@@ -258,7 +264,7 @@ class Supervisor(SupervisorBase):
         Stops renewing, writes the typed termination message (`{"shutdown": ..., "reason": ...}`
         with what was reported so far) and raises `SystemExit(0)`: the operator never restarts it.
         """
-        typed = self._shutdown_message(kind, reason)
+        typed = _core.shutdown_message(kind, reason)
         self._drain(CLOSE_TIMEOUT)  # the last reports to the Lease too, if it takes them soon
         self._halt()
         self._last_words(typed, _core.SHUTDOWN_EXIT_CODE)
@@ -280,22 +286,49 @@ class Supervisor(SupervisorBase):
         self._wake.set()
         with self._lock:
             thread, self._thread = self._thread, None
+            lookup = self._stop_looking()
             self._changed.notify_all()
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=wait)
+        if lookup is not None and lookup.client is not None:
+            lookup.client.close()  # still looking: that client is no Lease's
 
     def _run(self) -> None:
         while not self._stopping:
             self._wake.clear()  # before looking: a report from now on wakes it again
             with self._lock:
                 now = time.monotonic()
-                due = self._outbox.due(now)
+                lookup = self._lookup
+                if lookup is None and self._api is None:
+                    return  # given up: nothing to write
+                due = lookup.next_at if lookup is not None else self._outbox.due(now)
             if due is None or due > now:
                 self._wake.wait(None if due is None else due - now)
+                continue
+            if lookup is not None:
+                self._look(lookup)
                 continue
             self._write()
             if not self._duration_read and self._outbox.renew_at is not None:
                 self._read_duration()
+
+    def _look(self, lookup: _sandbox.Lookup) -> None:
+        """One read of a Sandbox pod's Lease for its identity; takes it when found."""
+        found = _sandbox.read(lookup)
+        with self._lock:
+            if self._stopping or self._lookup is not lookup:
+                return
+            if isinstance(found, Identity):
+                api = None
+                if found.lease is not None:
+                    namespace = found.namespace or lookup.target.namespace
+                    api = LeaseApi(found.lease, namespace, lookup.client)
+                self._found(found, api)
+            elif found is not None:
+                self._given_up(found)
+            self._changed.notify_all()
+        if isinstance(found, Identity) and found.lease is None:
+            lookup.client.close()  # an Agent without a heartbeat: nothing to renew
 
     def _write(self) -> None:
         assert self._api is not None
