@@ -18,6 +18,7 @@ mod operations;
 mod outage;
 mod ownership;
 mod restarts;
+mod sandboxes_off;
 mod shutdown;
 mod spend;
 mod steady;
