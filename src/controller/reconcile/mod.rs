@@ -241,11 +241,11 @@ async fn create(d: &Decision<'_>, pods: &Api<Pod>, ctx: &Context) -> Result<Opti
     };
     let namespace = d.agent.namespace().unwrap_or_default();
     if let Some(sandbox) = &d.agent.spec.sandbox_ref {
-        let started = match ensure_owned_objects(&d.agent, ctx).await {
-            Ok(()) => super::sandbox::start(&d.agent, &sandbox.name, new, ctx).await,
-            Err(e) => Err(e),
+        let started = async {
+            ensure_owned_objects(&d.agent, ctx).await?;
+            super::sandbox::start(&d.agent, &sandbox.name, new, ctx).await
         };
-        if let Err(e) = started {
+        if let Err(e) = started.await {
             events::warn_user(&d.agent, &e, ctx);
             return Err(e);
         }

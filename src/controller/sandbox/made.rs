@@ -132,16 +132,12 @@ async fn act(client: &Client, sandbox: Option<&Sandbox>, made: Made) -> Result<(
         Made::Repoint { policy } => {
             let policy = policy.map(|name| json!({ "name": name }));
             let patch = json!({ "spec": { "restartPolicyRef": policy } });
-            let params = PatchParams::apply(FIELD_MANAGER);
+            let params = PatchParams {
+                field_manager: Some(FIELD_MANAGER.to_string()),
+                ..PatchParams::default()
+            };
             agents
-                .patch(
-                    &name,
-                    &PatchParams {
-                        force: false,
-                        ..params
-                    },
-                    &Patch::Merge(&patch),
-                )
+                .patch(&name, &params, &Patch::Merge(&patch))
                 .await
                 .map(drop)
         }

@@ -332,7 +332,8 @@ pub async fn settle(agent: &Agent, sandbox: &str, phase: Option<Phase>, ctx: &Co
 }
 
 /// Watches the scope's Sandboxes, when they are to be supervised and are served: each change
-/// reconciles the Agents that supervise it, and is looked at for an Agent to make (`made`). `None` otherwise (said once).
+/// reconciles the Agents that supervise it, and is looked at for an Agent to make (`made`).
+/// `None` otherwise (said once).
 pub(super) async fn watch(
     watches: &mut Watches,
     client: &Client,
