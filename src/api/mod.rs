@@ -58,6 +58,9 @@ pub const HANDLED_GROUP_RESET_ANNOTATION: &str = "supervisor.dev/handled-group-r
 /// The annotation on a pod with the checkpoint its attempt resumes from (its `AGENT_CHECKPOINT`),
 /// so a failed resume is told even if the status write of its start was lost.
 pub const RESUMED_FROM_ANNOTATION: &str = "supervisor.dev/resumed-from";
+/// The annotation on a Sandbox's pod with the time the operator took it as an attempt (RFC 3339):
+/// a pod adopted while it runs gets its heartbeat grace from then.
+pub const ADOPTED_AT_ANNOTATION: &str = "supervisor.dev/adopted-at";
 /// On the heartbeat Lease, written by the agent: how far it has got (a whole number that only
 /// grows).
 pub const PROGRESS_ANNOTATION: &str = "supervisor.dev/progress";

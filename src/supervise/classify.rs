@@ -123,7 +123,9 @@ fn running(pod: &PodFacts, liveness: Liveness<'_>, now: Timestamp) -> Verdict {
             heartbeat_deadline: None,
         };
     };
-    let grace_end = add(since, heartbeat.grace().as_std());
+    // A pod taken while it ran (a Sandbox's) could not have heartbeaten as its attempt before.
+    let grace_from = pod.origin.adopted_at.map_or(since, |at| at.max(since));
+    let grace_end = add(grace_from, heartbeat.grace().as_std());
     let timeout = heartbeat.timeout.as_std();
     let lease = liveness.lease.cloned().unwrap_or_default();
     let renewed_by_pod = lease.holder.as_deref() == Some(pod.name.as_str());
@@ -151,6 +153,9 @@ fn running(pod: &PodFacts, liveness: Liveness<'_>, now: Timestamp) -> Verdict {
             (now - renewed).get_seconds(),
             heartbeat.timeout
         ),
+        _ if grace_from > since => {
+            format!("no heartbeat within {} of its adoption", heartbeat.grace())
+        }
         _ => format!("no heartbeat within {} of starting", heartbeat.grace()),
     };
     let mut ending = Ending::bare(FailureReason::HeartbeatLost, message);

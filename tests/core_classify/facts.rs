@@ -309,6 +309,25 @@ fn from_pod_reads_an_empty_pod_as_not_known_yet() {
 }
 
 #[test]
+fn from_pod_reads_when_a_sandboxs_pod_was_adopted() {
+    let adopted = |value: &str| {
+        let pod = pod_from(json!({
+            "metadata": metadata(json!({
+                "annotations": { "supervisor.dev/adopted-at": value }
+            })),
+            "spec": spec(),
+        }));
+        pod_facts(&pod, None).origin.adopted_at
+    };
+    assert_eq!(
+        adopted("2025-06-01T12:01:40.25Z"),
+        Some(t(100) + SignedDuration::from_millis(250))
+    );
+    assert_eq!(adopted("yesterday"), None, "an unreadable time is none");
+    assert_eq!(pod_facts(&Pod::default(), None).origin.adopted_at, None);
+}
+
+#[test]
 fn lease_facts_ignore_an_empty_holder() {
     use k8s_openapi::api::coordination::v1::Lease;
     let lease: Lease = serde_json::from_value(json!({

@@ -2,8 +2,8 @@
 //! its timeout.
 
 use agent_supervisor::api::FailureReason;
-use agent_supervisor::supervise::LeaseFacts;
 use agent_supervisor::supervise::classify::{Liveness, Verdict, classify};
+use agent_supervisor::supervise::{LeaseFacts, PodFacts};
 use jiff::Timestamp;
 
 use super::{POD, STARTUP, ended, heartbeat, lease, no_heartbeat, running_pod};
@@ -147,5 +147,55 @@ fn without_a_heartbeat_a_running_pod_is_trusted() {
             ready: true,
             heartbeat_deadline: None
         }
+    );
+}
+
+#[test]
+fn a_pod_adopted_while_running_gets_its_grace_from_its_adoption() {
+    // A Sandbox's pod started at t(10) and was taken as an attempt at t(100): it could not have
+    // renewed as that attempt before, so its 60s of grace run from t(100), and its attempt still
+    // began when it started.
+    let hb = heartbeat(30, Some(60));
+    let mut pod = running_pod(t(10));
+    pod.origin.adopted_at = Some(t(100));
+    let at = |pod: &PodFacts, now| {
+        classify(
+            pod,
+            STARTUP,
+            Liveness {
+                heartbeat: Some(&hb),
+                lease: None,
+            },
+            now,
+        )
+    };
+    assert_eq!(
+        at(&pod, t(159)),
+        Verdict::Running {
+            since: t(10),
+            ready: true,
+            heartbeat_deadline: Some(t(160)),
+        }
+    );
+    let (ending, kill) = ended(at(&pod, t(161)));
+    assert_eq!(ending.reason, FailureReason::HeartbeatLost);
+    assert!(kill);
+    assert_eq!(
+        ending.message.as_deref(),
+        Some("no heartbeat within 1m of its adoption")
+    );
+    assert_eq!(ending.started_at, Some(t(10)));
+
+    // Adopted before it started (the usual case: a fresh pod still pending), the grace runs from
+    // its start as for any pod.
+    pod.origin.adopted_at = Some(t(5));
+    assert!(matches!(
+        at(&pod, t(69)),
+        Verdict::Running { heartbeat_deadline: Some(d), .. } if d == t(70)
+    ));
+    let (ending, _) = ended(at(&pod, t(71)));
+    assert_eq!(
+        ending.message.as_deref(),
+        Some("no heartbeat within 1m of starting")
     );
 }

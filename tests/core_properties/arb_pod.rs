@@ -63,6 +63,7 @@ pub(crate) fn arb_pod() -> BoxedStrategy<(i64, PodFacts)> {
                 handled_reset: reset,
                 handled_group_reset: None,
                 checkpoint: None,
+                adopted_at: None,
             };
             (relative, pod)
         })

@@ -5,6 +5,7 @@
 //! next. Whatever stops the agent sets the Sandbox's `operatingMode: Suspended` (the pod is
 //! deleted and none made); starting it sets `Running` again, if the operator suspended it.
 
+mod adopt;
 mod lease;
 pub(super) mod made;
 
@@ -232,7 +233,7 @@ pub async fn start(agent: &Agent, sandbox: &str, new: &NewPod, ctx: &Context) ->
                 .into());
             }
             Some(pod) if pod.metadata.deletion_timestamp.is_none() => {
-                return adopt(agent, &pods, pod, new).await;
+                return adopt::adopt(agent, &pods, pod, new).await;
             }
             _ => {}
         }
@@ -250,35 +251,6 @@ pub async fn start(agent: &Agent, sandbox: &str, new: &NewPod, ctx: &Context) ->
             .into());
         }
         tokio::time::sleep(NEXT_POD_POLL).await;
-    }
-}
-
-/// Makes `pod`, fresh from the Sandbox's controller, attempt `new`: the labels and annotations
-/// an Agent's own pod of that attempt carries, on the pod as read (a pod changed meanwhile is
-/// refused by its resourceVersion: the start fails and is tried again).
-async fn adopt(agent: &Agent, pods: &Api<Pod>, pod: &Pod, new: &NewPod) -> Result<(), Error> {
-    let (labels, annotations) = manifests::attempt_metadata(agent, new);
-    let patch = json!({
-        "metadata": {
-            "resourceVersion": pod.resource_version(),
-            "labels": labels,
-            "annotations": annotations,
-        }
-    });
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..PatchParams::default()
-    };
-    match pods
-        .patch(&pod.name_any(), &params, &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(source) => Err(ActError::Create {
-            what: format!("pod {} (adopting it)", pod.name_any()),
-            source,
-        }
-        .into()),
     }
 }
 
