@@ -209,6 +209,7 @@ async fn chart_installs_namespaced_and_uninstalls() {
         format!("create serviceaccounts -n {there}"),
         format!("create roles.rbac.authorization.k8s.io -n {there}"),
         format!("create rolebindings.rbac.authorization.k8s.io -n {there}"),
+        format!("patch rolebindings.rbac.authorization.k8s.io -n {there}"),
     ];
     for request in &allowed {
         assert!(can(&user, request), "the operator may not {request}");
@@ -222,6 +223,7 @@ async fn chart_installs_namespaced_and_uninstalls() {
         format!("delete persistentvolumeclaims -n {there}"),
         format!("get secrets -n {there}"),
         format!("delete roles.rbac.authorization.k8s.io -n {there}"),
+        format!("patch roles.rbac.authorization.k8s.io -n {there}"),
         format!("update rolebindings.rbac.authorization.k8s.io -n {there}"),
         format!("delete serviceaccounts -n {there}"),
         format!("escalate roles.rbac.authorization.k8s.io -n {there}"),

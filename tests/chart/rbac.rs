@@ -63,8 +63,13 @@ const IDENTITY_RULES: &[(&str, &[&str], &[&str])] = &[
     ),
     (
         "rbac.authorization.k8s.io",
-        &["roles", "rolebindings"],
+        &["roles"],
         &["get", "list", "watch", "create"],
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        &["rolebindings"],
+        &["get", "list", "watch", "create", "patch"],
     ),
 ];
 

@@ -252,3 +252,58 @@ async fn the_templates_account_is_bound_and_rbac_of_someone_else_is_never_touche
         "nothing is bound to a Role the operator did not make"
     );
 }
+
+#[tokio::test]
+async fn the_binding_follows_the_account_the_pods_run_as() {
+    let (ns, _operator) = setup().await;
+    ns.create_policy("p", json!({ "backoff": { "type": "Immediate" } }))
+        .await;
+    let accounts: Api<ServiceAccount> = ns.api();
+    for name in ["researcher", "writer"] {
+        let account: ServiceAccount =
+            serde_json::from_value(json!({ "metadata": { "name": name } })).unwrap();
+        accounts
+            .create(&PostParams::default(), &account)
+            .await
+            .expect("create the user's ServiceAccount");
+    }
+    ns.create_agent("analyst", heartbeat_agent(Some("researcher")))
+        .await;
+    ns.wait_running("analyst-1").await;
+    let binding: RoleBinding = wait_object(&ns, "analyst-heartbeat").await;
+    assert_eq!(binding.subjects.expect("subjects")[0].name, "researcher");
+
+    // The template's account changes (a rollout): the next pod runs as it, and the binding
+    // follows, so the old account may no longer renew and the new one may.
+    let patch = json!({ "spec": { "template": { "spec": { "serviceAccountName": "writer" } } } });
+    ns.api::<agent_supervisor::api::Agent>()
+        .patch("analyst", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("change the template's account");
+    let pod: Pod = ns.wait_running("analyst-2").await;
+    assert_eq!(
+        pod.spec.and_then(|s| s.service_account_name).as_deref(),
+        Some("writer")
+    );
+    let bindings: Api<RoleBinding> = ns.api();
+    eventually(
+        std::time::Duration::from_secs(30),
+        "the binding names the new account",
+        || {
+            let bindings = bindings.clone();
+            async move {
+                let binding = bindings.get("analyst-heartbeat").await.ok()?;
+                (binding.subjects?[0].name == "writer").then_some(())
+            }
+        },
+    )
+    .await;
+    let writer = client_as(&ns, "writer").await;
+    renew(&writer, &ns.name, "analyst", "analyst-2")
+        .await
+        .expect("the new account renews the Lease");
+    let researcher = client_as(&ns, "researcher").await;
+    assert!(forbidden(
+        renew(&researcher, &ns.name, "analyst", "analyst-2").await
+    ));
+}

@@ -119,8 +119,12 @@ modes cannot drift apart.
   resources: ["serviceaccounts"]
   verbs: ["get", "list", "watch", "create"]
 - apiGroups: ["rbac.authorization.k8s.io"]
-  resources: ["roles", "rolebindings"]
+  resources: ["roles"]
   verbs: ["get", "list", "watch", "create"]
+# patch: a binding follows its pods' ServiceAccount when the one they run as changes.
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["rolebindings"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 {{- end }}
 {{- if .Values.sandboxes.enabled }}
 # sandboxes.enabled: an Agent with spec.sandboxRef supervises an agent-sandbox Sandbox. The

@@ -6,7 +6,8 @@
 //! writes no RBAC.
 //!
 //! Nothing here touches RBAC the operator did not make: a name taken by someone else's object is
-//! reported, never used or changed. Two Agents sharing a template's ServiceAccount can renew each
+//! reported, never used or changed. Should the account the pods run as change, the binding
+//! follows it before the next pod is made. Two Agents sharing a template's ServiceAccount can renew each
 //! other's Lease (the binding is to the account).
 
 use std::collections::HashSet;
@@ -15,14 +16,14 @@ use std::sync::{Arc, Mutex};
 use futures::channel::mpsc;
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
-use kube::api::PostParams;
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
 
 use super::act::create_if_missing;
 use super::error::{ActError, Error};
-use super::manifests::owned_meta;
+use super::manifests::{self, owned_meta};
 use super::scope::api;
 use super::watch::{Change, Watches};
 use super::{AgentObject, Context, events};
@@ -207,21 +208,60 @@ pub async fn ensure(agent: &Agent, ctx: &Context, recheck: bool) -> Result<(), E
             return Ok(());
         }
     }
-    if stores
+    let binding = role_binding(agent, sandbox_account.as_deref());
+    let api: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &namespace);
+    let cached = stores
         .bindings
-        .get(&ObjectRef::new(&name).within(&namespace))
-        .is_none()
-        && !lock().contains(&taken("RoleBinding", &name))
-    {
-        let api: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &namespace);
-        let binding = role_binding(agent, sandbox_account.as_deref());
-        if !make(agent, api, &binding, &params).await? {
+        .get(&ObjectRef::new(&name).within(&namespace));
+    match cached {
+        None if lock().contains(&taken("RoleBinding", &name)) => {}
+        None if !make(agent, api.clone(), &binding, &params).await? => {
             lock().insert(taken("RoleBinding", &name));
             let e = Error::Act(ActError::NameTaken(format!("RoleBinding {name}")));
             events::warn(agent, &e, ctx);
         }
+        // The pods' account changed (the template's, or the Sandbox's): the binding follows
+        // when the next pod is about to be made, never under a pod running as the old one.
+        Some(found)
+            if recheck
+                && !same_subjects(&found, &binding)
+                && manifests::controlled_by(found.owner_references(), agent) =>
+        {
+            rebind(&api, &binding).await?;
+        }
+        _ => {}
     }
     Ok(())
+}
+
+/// Whether two bindings name the same accounts (the API server may fill in what was left out).
+fn same_subjects(a: &RoleBinding, b: &RoleBinding) -> bool {
+    let names = |r: &RoleBinding| {
+        r.subjects
+            .iter()
+            .flatten()
+            .map(|s| (s.kind.clone(), s.name.clone(), s.namespace.clone()))
+            .collect::<Vec<_>>()
+    };
+    names(a) == names(b)
+}
+
+/// Replaces the subjects of the operator's binding with `binding`'s.
+async fn rebind(api: &Api<RoleBinding>, binding: &RoleBinding) -> Result<(), Error> {
+    let name = binding.name_any();
+    let patch = serde_json::json!({ "subjects": binding.subjects });
+    let params = PatchParams {
+        field_manager: Some(super::FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    };
+    match api.patch(&name, &params, &Patch::Merge(&patch)).await {
+        Ok(_) => Ok(()),
+        Err(source) => Err(ActError::Create {
+            what: format!("RoleBinding {name} (its subject)"),
+            source,
+        }
+        .into()),
+    }
 }
 
 /// Watches what the operator made for identities in `scope` (by the Agent label); a piece
@@ -292,78 +332,4 @@ fn on_delete<K: Resource>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn agent(spec: serde_json::Value) -> Agent {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "supervisor.dev/v1alpha1",
-            "kind": "Agent",
-            "metadata": { "name": "scout", "namespace": "team", "uid": "u-1" },
-            "spec": spec,
-        }))
-        .expect("a valid Agent")
-    }
-
-    fn template(account: Option<&str>) -> serde_json::Value {
-        let mut spec = serde_json::json!({ "containers": [{ "name": "main", "image": "x" }] });
-        if let Some(account) = account {
-            spec["serviceAccountName"] = account.into();
-        }
-        serde_json::json!({ "spec": spec })
-    }
-
-    #[test]
-    fn the_role_allows_renewing_exactly_the_agents_lease() {
-        let a = agent(
-            serde_json::json!({ "template": template(None), "heartbeat": { "timeout": "30s" } }),
-        );
-        let rules = role(&a).rules.unwrap();
-        assert_eq!(rules.len(), 1);
-        assert_eq!(rules[0].resource_names, Some(vec!["scout".to_string()]));
-        assert_eq!(rules[0].resources, Some(vec!["leases".to_string()]));
-        assert_eq!(rules[0].verbs, vec!["get", "update", "patch"]);
-        let binding = role_binding(&a, None);
-        assert_eq!(binding.role_ref.name, "scout-heartbeat");
-        let subject = &binding.subjects.unwrap()[0];
-        assert_eq!(
-            (subject.name.as_str(), subject.namespace.as_deref()),
-            ("scout", Some("team"))
-        );
-    }
-
-    #[test]
-    fn the_templates_account_is_bound_and_none_is_made_or_assigned() {
-        let a = agent(
-            serde_json::json!({ "template": template(Some("researcher")), "heartbeat": { "timeout": "30s" } }),
-        );
-        assert_eq!(account(&a, None), "researcher");
-        assert_eq!(
-            role_binding(&a, None).subjects.unwrap()[0].name,
-            "researcher"
-        );
-        let mut pod = Pod {
-            spec: Some(Default::default()),
-            ..Pod::default()
-        };
-        assign_account(&mut pod, &a);
-        assert_eq!(pod.spec.unwrap().service_account_name, None);
-    }
-
-    #[test]
-    fn only_an_agent_with_a_heartbeat_runs_as_its_own_account() {
-        let beating = agent(
-            serde_json::json!({ "template": template(None), "heartbeat": { "timeout": "30s" } }),
-        );
-        let silent = agent(serde_json::json!({ "template": template(None) }));
-        for (a, want) in [(&beating, Some("scout".to_string())), (&silent, None)] {
-            let mut pod = Pod {
-                spec: Some(Default::default()),
-                ..Pod::default()
-            };
-            assign_account(&mut pod, a);
-            assert_eq!(pod.spec.unwrap().service_account_name, want);
-        }
-        assert!(wanted(&beating) && !wanted(&silent));
-    }
-}
+mod tests;
