@@ -20,7 +20,7 @@
 //! that act or record (not Events) — for a story with a focus (the group scenarios' crash),
 //! those after it; `FAULTS=thorough` explores every crash point; `FAULTS_K=3,7`
 //! only those; `FAULTS_REPEAT=n` runs each n times (some bugs depend on how requests
-//! interleave); `FAULTS_CONCURRENCY` runs at once across the binary [4].
+//! interleave); `FAULTS_CONCURRENCY` runs at once across the binary [8].
 
 #[path = "../support/mod.rs"]
 mod support;
