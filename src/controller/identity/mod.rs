@@ -7,8 +7,8 @@
 //!
 //! Nothing here touches RBAC the operator did not make: a name taken by someone else's object is
 //! reported, never used or changed. Should the account the pods run as change, the binding
-//! follows it before the next pod is made. Two Agents sharing a template's ServiceAccount can renew each
-//! other's Lease (the binding is to the account).
+//! follows it before the next pod is made. Two Agents sharing a template's ServiceAccount can
+//! renew each other's Lease (the binding is to the account).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};

@@ -71,3 +71,17 @@ fn only_an_agent_with_a_heartbeat_runs_as_its_own_account() {
     }
     assert!(wanted(&beating) && !wanted(&silent));
 }
+
+#[test]
+fn a_binding_is_the_same_whatever_the_server_filled_in_and_differs_by_account() {
+    let a = agent(
+        serde_json::json!({ "template": template(Some("researcher")), "heartbeat": { "timeout": "30s" } }),
+    );
+    let wanted = role_binding(&a, None);
+    let mut served = wanted.clone();
+    served.subjects.as_mut().unwrap()[0].api_group = Some(String::new());
+    assert!(same_subjects(&served, &wanted));
+    served.subjects.as_mut().unwrap()[0].name = "writer".into();
+    assert!(!same_subjects(&served, &wanted));
+    assert!(!same_subjects(&role_binding(&a, Some("default")), &wanted));
+}
