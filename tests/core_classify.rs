@@ -31,6 +31,7 @@ fn base_pod(phase: PodPhase) -> PodFacts {
         attempt: 3,
         template_hash: Some("h1".to_string()),
         created_at: t(0),
+        adopted_at: None,
         deleting: false,
         phase,
         reason: None,

@@ -224,6 +224,7 @@ pub fn running_pod(started_secs_ago: i64) -> PodFacts {
         attempt: ATTEMPT,
         template_hash: Some(TEMPLATE_HASH.to_string()),
         created_at: ago(started_secs_ago + 4),
+        adopted_at: None,
         deleting: false,
         phase: PodPhase::Running,
         reason: None,

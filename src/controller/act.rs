@@ -46,7 +46,7 @@ pub(super) async fn create_pod(
     ctx: &Context,
 ) -> Result<(), Error> {
     let pod = pod(agent, new, ctx);
-    match pods.create(&post_params(false), &pod).await {
+    match pods.create(&super::post_params(false), &pod).await {
         Ok(_) => Ok(()),
         // The name is derived from the attempt: an existing pod is this very attempt, created
         // by an earlier try whose status write was lost — unless someone else owns the name.
@@ -76,7 +76,7 @@ pub(super) async fn dry_run(
     ctx: &Context,
 ) -> Result<(), Error> {
     let pod = pod(agent, new, ctx);
-    match pods.create(&post_params(true), &pod).await {
+    match pods.create(&super::post_params(true), &pod).await {
         // Exists already: it was created, and the decision that follows adopts it.
         Err(e) if is_conflict(&e) => Ok(()),
         Err(source) => Err(ActError::Refused {
@@ -97,18 +97,11 @@ fn pod(agent: &Agent, new: &NewPod, ctx: &Context) -> Pod {
     pod
 }
 
-fn post_params(dry_run: bool) -> PostParams {
-    PostParams {
-        dry_run,
-        field_manager: Some(super::FIELD_MANAGER.into()),
-    }
-}
-
 /// The heartbeat Lease, the identity that renews it (when managed) and the claims, created when
 /// missing.
 pub(super) async fn ensure_owned_objects(agent: &Agent, ctx: &Context) -> Result<(), Error> {
     let namespace = agent.namespace().unwrap_or_default();
-    let params = post_params(false);
+    let params = super::post_params(false);
     identity::ensure(agent, ctx, true).await?;
     if manifests::has_lease(agent)
         && ctx

@@ -64,6 +64,7 @@ pub fn pod_facts(pod: &Pod, agent_container: Option<&str>) -> PodFacts {
             .as_ref()
             .map(|t| t.0)
             .unwrap_or_default(),
+        adopted_at: annotation(crate::api::ADOPTED_AT_ANNOTATION).and_then(|t| t.parse().ok()),
         deleting: meta.deletion_timestamp.is_some(),
         phase,
         reason: status.and_then(|s| s.reason.clone()),
@@ -87,7 +88,6 @@ pub fn pod_facts(pod: &Pod, agent_container: Option<&str>) -> PodFacts {
             handled_reset: annotation(HANDLED_RESET_ANNOTATION),
             handled_group_reset: annotation(crate::api::HANDLED_GROUP_RESET_ANNOTATION),
             checkpoint: annotation(crate::api::RESUMED_FROM_ANNOTATION),
-            adopted_at: annotation(crate::api::ADOPTED_AT_ANNOTATION).and_then(|t| t.parse().ok()),
         },
     }
 }

@@ -58,6 +58,22 @@ use metrics::Metrics;
 /// The field manager of everything the operator writes.
 pub const FIELD_MANAGER: &str = "agent-supervisor";
 
+/// A patch (merge or JSON) written as the operator.
+fn patch_params() -> kube::api::PatchParams {
+    kube::api::PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..kube::api::PatchParams::default()
+    }
+}
+
+/// A create written as the operator; `dry_run`: only validated.
+fn post_params(dry_run: bool) -> kube::api::PostParams {
+    kube::api::PostParams {
+        dry_run,
+        field_manager: Some(FIELD_MANAGER.into()),
+    }
+}
+
 /// An Agent as watched: decoded, or the reason it cannot be (reported, and skipped).
 pub type AgentObject = Guarded<Agent>;
 /// A RestartPolicy as watched.

@@ -54,10 +54,7 @@ pub async fn record(
             "metadata": { "resourceVersion": resource_version },
             "status": { "shutdown": shutdown },
         });
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..PatchParams::default()
-        };
+        let params = super::patch_params();
         let updated = api
             .patch_status(&name, &params, &Patch::Merge(&patch))
             .await

@@ -124,7 +124,7 @@ fn running(pod: &PodFacts, liveness: Liveness<'_>, now: Timestamp) -> Verdict {
         };
     };
     // A pod taken while it ran (a Sandbox's) could not have heartbeaten as its attempt before.
-    let grace_from = pod.origin.adopted_at.map_or(since, |at| at.max(since));
+    let grace_from = pod.adopted_at.map_or(since, |at| at.max(since));
     let grace_end = add(grace_from, heartbeat.grace().as_std());
     let timeout = heartbeat.timeout.as_std();
     let lease = liveness.lease.cloned().unwrap_or_default();

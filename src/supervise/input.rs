@@ -89,6 +89,10 @@ pub struct PodFacts {
     /// From the `supervisor.dev/template-hash` annotation.
     pub template_hash: Option<String>,
     pub created_at: Timestamp,
+    /// When the operator took it as an attempt (`supervisor.dev/adopted-at`), for a pod it did
+    /// not make (a Sandbox's); `None` for its own. Its heartbeat grace counts from the later of
+    /// this and its start.
+    pub adopted_at: Option<Timestamp>,
     /// A deletion has been requested (by anyone).
     pub deleting: bool,
     pub phase: PodPhase,
@@ -126,9 +130,6 @@ pub struct PodOrigin {
     pub handled_group_reset: Option<String>,
     /// The checkpoint it resumes from (`AGENT_CHECKPOINT`); `None`: from scratch.
     pub checkpoint: Option<String>,
-    /// When the operator took it as an attempt, for a pod it did not make (a Sandbox's); `None`
-    /// for its own. Its heartbeat grace counts from the later of this and its start.
-    pub adopted_at: Option<Timestamp>,
 }
 
 /// One container's state.

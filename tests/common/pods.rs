@@ -29,6 +29,7 @@ pub(crate) fn pod(
         attempt,
         template_hash: Some(template_hash.to_string()),
         created_at,
+        adopted_at: None,
         deleting: false,
         phase,
         reason: None,

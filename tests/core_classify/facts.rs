@@ -317,14 +317,14 @@ fn from_pod_reads_when_a_sandboxs_pod_was_adopted() {
             })),
             "spec": spec(),
         }));
-        pod_facts(&pod, None).origin.adopted_at
+        pod_facts(&pod, None).adopted_at
     };
     assert_eq!(
         adopted("2025-06-01T12:01:40.25Z"),
         Some(t(100) + SignedDuration::from_millis(250))
     );
     assert_eq!(adopted("yesterday"), None, "an unreadable time is none");
-    assert_eq!(pod_facts(&Pod::default(), None).origin.adopted_at, None);
+    assert_eq!(pod_facts(&Pod::default(), None).adopted_at, None);
 }
 
 #[test]

@@ -157,7 +157,7 @@ fn a_pod_adopted_while_running_gets_its_grace_from_its_adoption() {
     // began when it started.
     let hb = heartbeat(30, Some(60));
     let mut pod = running_pod(t(10));
-    pod.origin.adopted_at = Some(t(100));
+    pod.adopted_at = Some(t(100));
     let at = |pod: &PodFacts, now| {
         classify(
             pod,
@@ -188,7 +188,7 @@ fn a_pod_adopted_while_running_gets_its_grace_from_its_adoption() {
 
     // Adopted before it started (the usual case: a fresh pod still pending), the grace runs from
     // its start as for any pod.
-    pod.origin.adopted_at = Some(t(5));
+    pod.adopted_at = Some(t(5));
     assert!(matches!(
         at(&pod, t(69)),
         Verdict::Running { heartbeat_deadline: Some(d), .. } if d == t(70)

@@ -63,6 +63,7 @@ fn running_pod(attempt: u32, since: i64, ready: bool) -> PodFacts {
         attempt,
         template_hash: None,
         created_at: t(since - 1),
+        adopted_at: None,
         deleting: false,
         phase: PodPhase::Running,
         reason: None,

@@ -63,7 +63,6 @@ pub(crate) fn arb_pod() -> BoxedStrategy<(i64, PodFacts)> {
                 handled_reset: reset,
                 handled_group_reset: None,
                 checkpoint: None,
-                adopted_at: None,
             };
             (relative, pod)
         })
@@ -121,6 +120,7 @@ fn arb_pod_shape() -> BoxedStrategy<(i64, PodFacts)> {
                     attempt: any_attempt,
                     template_hash,
                     created_at,
+                    adopted_at: None,
                     deleting,
                     phase,
                     reason,

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use futures::channel::mpsc;
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Resource, ResourceExt};
@@ -131,10 +131,7 @@ pub async fn ensure(agent: &Agent, ctx: &Context, recheck: bool) -> Result<(), E
         return Ok(());
     };
     let namespace = agent.namespace().unwrap_or_default();
-    let params = PostParams {
-        dry_run: false,
-        field_manager: Some(super::FIELD_MANAGER.into()),
-    };
+    let params = super::post_params(false);
     let taken = |kind: &str, name: &str| (namespace.clone(), format!("{kind}/{name}"));
     let lock = || stores.taken.lock().unwrap_or_else(|e| e.into_inner());
     if recheck {
@@ -214,11 +211,13 @@ pub async fn ensure(agent: &Agent, ctx: &Context, recheck: bool) -> Result<(), E
         .bindings
         .get(&ObjectRef::new(&name).within(&namespace));
     match cached {
-        None if lock().contains(&taken("RoleBinding", &name)) => {}
-        None if !make(agent, api.clone(), &binding, &params).await? => {
-            lock().insert(taken("RoleBinding", &name));
-            let e = Error::Act(ActError::NameTaken(format!("RoleBinding {name}")));
-            events::warn(agent, &e, ctx);
+        None if !lock().contains(&taken("RoleBinding", &name)) => {
+            let made = make(agent, api, &binding, &params).await?;
+            if !made {
+                lock().insert(taken("RoleBinding", &name));
+                let e = Error::Act(ActError::NameTaken(format!("RoleBinding {name}")));
+                events::warn(agent, &e, ctx);
+            }
         }
         // The pods' account changed (the template's, or the Sandbox's): the binding follows
         // when the next pod is about to be made, never under a pod running as the old one.
@@ -250,10 +249,7 @@ fn same_subjects(a: &RoleBinding, b: &RoleBinding) -> bool {
 async fn rebind(api: &Api<RoleBinding>, binding: &RoleBinding) -> Result<(), Error> {
     let name = binding.name_any();
     let patch = serde_json::json!({ "subjects": binding.subjects });
-    let params = PatchParams {
-        field_manager: Some(super::FIELD_MANAGER.into()),
-        ..PatchParams::default()
-    };
+    let params = super::patch_params();
     match api.patch(&name, &params, &Patch::Merge(&patch)).await {
         Ok(_) => Ok(()),
         Err(source) => Err(ActError::Create {

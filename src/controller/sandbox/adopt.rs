@@ -1,12 +1,12 @@
 //! Taking a pod the Sandbox's controller made as an attempt of the Agent.
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Patch, PatchParams};
+use kube::api::Patch;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use super::super::error::{ActError, Error};
-use super::super::{FIELD_MANAGER, manifests};
+use super::super::manifests;
 use crate::api::{ADOPTED_AT_ANNOTATION, Agent};
 use crate::supervise::NewPod;
 
@@ -32,10 +32,7 @@ pub(super) async fn adopt(
             "annotations": annotations,
         }
     });
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..PatchParams::default()
-    };
+    let params = super::super::patch_params();
     match pods
         .patch(&pod.name_any(), &params, &Patch::Merge(&patch))
         .await

@@ -4,13 +4,13 @@
 //! and the SDK reads them there.
 
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Patch, PatchParams};
+use kube::api::Patch;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use super::super::error::{ActError, Error};
-use super::super::{Context, FIELD_MANAGER, manifests};
+use super::super::{Context, manifests};
 use crate::api::Agent;
 use crate::api::sandbox::AGENT_ENV_ANNOTATION;
 use crate::supervise::NewPod;
@@ -25,10 +25,7 @@ pub async fn hand_over(agent: &Agent, new: &NewPod, ctx: &Context) -> Result<(),
         return Ok(());
     }
     let patch = json!({ "metadata": { "annotations": { AGENT_ENV_ANNOTATION: env } } });
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..PatchParams::default()
-    };
+    let params = super::super::patch_params();
     Api::<Lease>::namespaced(ctx.client.clone(), &namespace)
         .patch(&name, &params, &Patch::Merge(&patch))
         .await

@@ -14,13 +14,13 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::channel::mpsc;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{DeleteParams, Patch, Preconditions};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 
+use super::super::AgentObject;
 use super::super::error::is_not_found;
-use super::super::{AgentObject, FIELD_MANAGER};
 use crate::api::Agent;
 use crate::api::sandbox::{RESTART_POLICY_ANNOTATION, Sandbox};
 
@@ -119,10 +119,7 @@ async fn act(client: &Client, sandbox: Option<&Sandbox>, made: Made) -> Result<(
         Made::Nothing | Made::Taken => Ok(()),
         Made::Create { policy } => {
             let agent = agent_for(sandbox, policy.as_deref()).map_err(kube::Error::SerdeError)?;
-            let params = PostParams {
-                field_manager: Some(FIELD_MANAGER.to_string()),
-                ..PostParams::default()
-            };
+            let params = super::super::post_params(false);
             match agents.create(&params, &agent).await {
                 // Made meanwhile (the cache was behind): looked at again when it changes.
                 Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
@@ -132,10 +129,7 @@ async fn act(client: &Client, sandbox: Option<&Sandbox>, made: Made) -> Result<(
         Made::Repoint { policy } => {
             let policy = policy.map(|name| json!({ "name": name }));
             let patch = json!({ "spec": { "restartPolicyRef": policy } });
-            let params = PatchParams {
-                field_manager: Some(FIELD_MANAGER.to_string()),
-                ..PatchParams::default()
-            };
+            let params = super::super::patch_params();
             agents
                 .patch(&name, &params, &Patch::Merge(&patch))
                 .await

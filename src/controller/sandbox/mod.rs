@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use futures::channel::mpsc;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Patch, PatchParams};
+use kube::api::Patch;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
@@ -23,7 +23,7 @@ use super::error::{ActError, Error, GatherError, is_not_found};
 use super::gather::{Source, read};
 use super::slim::CachedPod;
 use super::watch::{Change, Watches};
-use super::{AgentObject, Context, FIELD_MANAGER, manifests};
+use super::{AgentObject, Context, manifests};
 use crate::api::sandbox::{RUNNING, SUSPENDED, SUSPENDED_BY_OPERATOR_ANNOTATION, Sandbox};
 use crate::api::{AGENT_UID_LABEL, Agent, Phase};
 use crate::supervise::{Blocked, EventReason, NewPod};
@@ -261,10 +261,7 @@ async fn set_mode(sandboxes: &Api<Sandbox>, name: &str, mode: &str) -> Result<()
         "metadata": { "annotations": { SUSPENDED_BY_OPERATOR_ANNOTATION: mark } },
         "spec": { "operatingMode": mode },
     });
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..PatchParams::default()
-    };
+    let params = super::patch_params();
     match sandboxes.patch(name, &params, &Patch::Merge(&patch)).await {
         Ok(_) => Ok(()),
         Err(e) if is_not_found(&e) => Ok(()),

@@ -148,7 +148,6 @@ impl Decider<'_> {
                 handled_group_reset: self.s.group.as_ref().and_then(|g| g.handled_reset.clone()),
                 checkpoint: progress::resume_point(&self.s.checkpoints)
                     .map(|c| c.reference.clone()),
-                adopted_at: None,
             },
         }
     }
